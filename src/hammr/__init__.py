@@ -1,0 +1,5 @@
+"""hammr: visual question answering with hierarchical multimodal ReAct agents."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

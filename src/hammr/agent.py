@@ -1,0 +1,326 @@
+"""The multimodal ReAct loop. An agent is itself a Tool, so agents can call agents."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
+from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message
+from hammr.grammar import step_grammar
+from hammr.tools.base import (
+    BadArguments,
+    Param,
+    ParamKind,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    bind_arguments,
+)
+from hammr.trace import Step, StepUsage, Trace, encode_value
+from hammr.values import Image, Value, render_value
+
+MAX_AGENT_DEPTH = 6
+
+FORMAT_RULES = """\
+Work in steps. In each step write exactly two lines:
+[Thought]: what you will do next and why
+[Act]: one tool call, for example: crops = CropImage(image, [[10, 20, 50, 40]])
+The call's arguments are literals (numbers, 'text', [lists]) or names of variables; write
+name = Tool(...) to keep the result in a variable. You then see the result after [Observe]:.
+When you know the answer, write:
+[Thought]: why this is the answer
+[Finish]: the short answer"""
+
+
+@dataclass
+class AgentResult:
+    answer: str | None
+    trace: Trace
+
+    @property
+    def ok(self) -> bool:
+        return self.trace.status == "finished"
+
+
+class AgentFailed(ToolError):
+    """A child agent ended without an answer; carries the child's trace for the parent's step."""
+
+    def __init__(self, message: str, trace: Trace) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+def _scalar(value: Value) -> bool:
+    return isinstance(value, str | int | float | bool) or value is None
+
+
+def observation_for(var: str, value: Value, result: ToolResult) -> str:
+    text = result.observation if result.observation is not None else render_value(value)
+    return f"{text} (stored in '{var}')"
+
+
+@dataclass
+class _Run:
+    """The private state of one run: fresh for every call, so concurrent runs share nothing."""
+
+    variables: dict[str, Value]
+    messages: list[Message]
+    trace: Trace
+    auto_names: dict[str, int] = field(default_factory=dict)
+
+    def auto_name(self, tool: str) -> str:
+        base = "".join(ch if ch.isalnum() else "_" for ch in tool.lower()) or "out"
+        n = self.auto_names.get(base, 0) + 1
+        while f"{base}_{n}" in self.variables:
+            n += 1
+        self.auto_names[base] = n
+        return f"{base}_{n}"
+
+
+class ReActAgent:
+    """A multimodal ReAct agent.
+
+    ``inputs`` names the variables a caller hands over (by default one image called ``image``);
+    when the agent is used as a tool, its parameters are the question followed by these inputs.
+    ``llm=None`` means: use the model of whoever runs it (the :class:`ToolContext`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        instructions: str,
+        tools: Sequence[Tool],
+        examples: Sequence[str] = (),
+        llm: LLM | None = None,
+        max_steps: int = 8,
+        inputs: Mapping[str, ParamKind] | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        grammar: bool | None = None,
+    ) -> None:
+        names = [t.name for t in tools]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"agent {name}: tools registered twice: {', '.join(sorted(dupes))}")
+        self.name = name
+        self.description = description
+        self.instructions = instructions
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.examples = list(examples)
+        self.llm = llm
+        self.max_steps = max_steps
+        self.inputs: dict[str, ParamKind] = (
+            dict(inputs) if inputs is not None else {"image": "image"}
+        )
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.grammar = grammar
+        """True: always constrain; False: never; None: when the backend supports grammars."""
+        self._system_prompt: str | None = None
+
+    # -- the Tool protocol ----------------------------------------------------------------
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        return (
+            Param("question", "text", doc="the question to answer"),
+            *(Param(n, k) for n, k in self.inputs.items()),
+        )
+
+    @property
+    def returns(self) -> str:
+        return "answer"
+
+    def card(self) -> str:
+        sig = ", ".join(p.signature() for p in self.params)
+        return f"{self.name}({sig}) -> answer\n  {self.description}"
+
+    async def invoke(self, args: dict[str, Value], ctx: ToolContext) -> ToolResult:
+        if ctx.depth >= MAX_AGENT_DEPTH:
+            raise ToolError(f"agents are nested more than {MAX_AGENT_DEPTH} deep; answer directly")
+        question = str(args["question"])
+        inputs = {n: args[n] for n in self.inputs}
+        child_ctx = ToolContext(backends=ctx.backends, llm=ctx.llm, depth=ctx.depth + 1)
+        result = await self.run(question, inputs, ctx=child_ctx)
+        if result.answer is None:
+            reason = result.trace.error or result.trace.status
+            raise AgentFailed(f"{self.name} could not answer: {reason}", result.trace)
+        return ToolResult(result.answer, observation=result.answer, child_trace=result.trace)
+
+    # -- prompting ------------------------------------------------------------------------
+
+    def system_prompt(self) -> str:
+        if self._system_prompt is None:
+            parts = [self.instructions.strip(), FORMAT_RULES, "Tools:"]
+            parts.append("\n".join(t.card() for t in self.tools.values()))
+            if self.examples:
+                parts.append("Examples:")
+                parts.append("\n\n".join(e.strip() for e in self.examples))
+            self._system_prompt = "\n\n".join(parts)
+        return self._system_prompt
+
+    def task_message(self, question: str, variables: Mapping[str, Value]) -> str:
+        lines = [f"Question: {question}", "Variables:"]
+        lines += [f"- {n}: {render_value(v)}" for n, v in variables.items()]
+        return "\n".join(lines)
+
+    def _use_grammar(self, llm: LLM) -> bool:
+        if self.grammar is None:
+            return llm.grammar_support == "gbnf"
+        return self.grammar and llm.grammar_support == "gbnf"
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(
+        self,
+        question: str,
+        inputs: Mapping[str, Value] | None = None,
+        *,
+        ctx: ToolContext | None = None,
+        llm: LLM | None = None,
+    ) -> AgentResult:
+        """Answer ``question`` about ``inputs``; never raises for model or tool trouble."""
+        ctx = ctx or ToolContext()
+        model = llm or self.llm or ctx.llm
+        if model is None:
+            raise ValueError(f"agent {self.name} has no LLM: pass llm= or set ToolContext.llm")
+        if ctx.llm is None:
+            ctx = ToolContext(backends=ctx.backends, llm=model, depth=ctx.depth)
+        if not question or not question.strip():
+            raise ValueError("the question is empty")
+        variables: dict[str, Value] = dict(inputs or {})
+        trace = Trace(agent=self.name, question=question, model=model.name)
+        trace.inputs = {n: encode_value(v, trace.images) for n, v in variables.items()}
+        run = _Run(
+            variables=variables,
+            messages=[
+                Message("system", self.system_prompt()),
+                Message("user", self.task_message(question, variables)),
+            ],
+            trace=trace,
+        )
+        started = time.perf_counter()
+        try:
+            for index in range(self.max_steps):
+                done = await self._step(run, index, model, ctx)
+                if done:
+                    break
+            else:
+                trace.status = "step_limit"
+                trace.error = f"no answer after {self.max_steps} steps"
+        finally:
+            trace.latency_s = time.perf_counter() - started
+        return AgentResult(trace.answer, trace)
+
+    async def _step(self, run: _Run, index: int, model: LLM, ctx: ToolContext) -> bool:
+        step = Step(index=index)
+        run.trace.steps.append(step)
+        request = LLMRequest(
+            messages=tuple(run.messages),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            stop=("[Observe]", "\n[Observe"),
+            grammar=step_grammar(self.tools.values(), run.variables)
+            if self._use_grammar(model)
+            else None,
+        )
+        t0 = time.perf_counter()
+        try:
+            response = await model.complete(request)
+        except LLMError as e:
+            step.llm_latency_s = time.perf_counter() - t0
+            step.error_kind, step.error = "llm_failure", str(e)
+            run.trace.status, run.trace.error = "llm_failure", str(e)
+            return True
+        step.llm_latency_s = time.perf_counter() - t0
+        step.raw = response.text
+        step.cached = response.cached
+        step.usage = StepUsage(response.usage.prompt_tokens, response.usage.completion_tokens)
+        reply = response.text.strip()
+        run.messages.append(Message("assistant", reply))
+        try:
+            parsed = parse_step(reply, self.tools.keys(), run.variables.keys())
+        except ParseError as e:
+            step.thought = e.thought
+            step.action = e.source or None
+            self._fail(run, step, e.kind, e.message)
+            return False
+        step.thought = parsed.thought
+        if isinstance(parsed.action, Finish):
+            step.finish = parsed.action.answer
+            run.trace.answer = parsed.action.answer
+            run.trace.status = "finished"
+            return True
+        await self._act(run, step, parsed.action, ctx)
+        return False
+
+    async def _act(self, run: _Run, step: Step, act: Act, ctx: ToolContext) -> None:
+        step.action = act_source(act)
+        step.tool = act.tool
+        earlier = next(
+            (s for s in run.trace.steps[:-1] if s.action == step.action and not s.error_kind),
+            None,
+        )
+        if earlier is not None:
+            # Weak models loop on one call; running it again cannot change anything.
+            self._fail(
+                run,
+                step,
+                "repeated_action",
+                f"step {earlier.index + 1} already ran {step.action} and stored its result in "
+                f"'{earlier.output_var}'; use that result, call another tool, or [Finish]",
+            )
+            return
+        tool = self.tools[act.tool]
+        t0 = time.perf_counter()
+        try:
+            positional = [resolve(a, run.variables) for a in act.args]
+            keywords = {k: resolve(v, run.variables) for k, v in act.kwargs}
+            args = bind_arguments(tool, positional, keywords)
+            step.arguments = {k: encode_value(v, run.trace.images) for k, v in args.items()}
+            result = await tool.invoke(args, ctx)
+        except ResolveError as e:
+            self._fail(run, step, e.kind, str(e))
+            return
+        except AgentFailed as e:
+            step.child = e.trace
+            self._fail(run, step, e.kind, str(e))
+            return
+        except ToolError as e:
+            self._fail(run, step, e.kind, str(e))
+            return
+        except Exception as e:  # a broken tool must not end the run
+            self._fail(run, step, "tool_failure", f"{act.tool} failed: {type(e).__name__}: {e}")
+            return
+        finally:
+            step.tool_latency_s = time.perf_counter() - t0
+        var = act.target or run.auto_name(act.tool)
+        run.variables[var] = result.value
+        step.output_var = var
+        step.output = encode_value(result.value, run.trace.images)
+        step.child = result.child_trace
+        step.observation = observation_for(var, result.value, result)
+        run.messages.append(Message("user", f"[Observe]: {step.observation}"))
+
+    def _fail(self, run: _Run, step: Step, kind: str, message: str) -> None:
+        step.error_kind = kind
+        step.error = message
+        step.observation = f"#ERROR#: {message}"
+        run.messages.append(Message("user", f"[Observe]: {step.observation}"))
+
+
+def image_inputs(image: Image, **more: Value) -> dict[str, Value]:
+    """Convenience: the input variables of a single-image question."""
+    return {"image": image, **more}
+
+
+def describe_inputs(inputs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}: {render_value(v)}" for k, v in inputs.items())
+
+
+__all__ = ["AgentFailed", "AgentResult", "BadArguments", "ReActAgent", "image_inputs"]

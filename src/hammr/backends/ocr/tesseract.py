@@ -1,0 +1,158 @@
+"""OCR with the tesseract command-line program (through pytesseract)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+
+import pytesseract
+from PIL import Image as PILImage
+
+from hammr.tools.base import ToolError
+from hammr.values import Image
+
+DEBIAN_PACKAGES = "tesseract-ocr tesseract-ocr-eng"
+
+AUTO_PSMS = (6, 7, 11)
+"""psm=None tries these page-segmentation modes in turn until one finds text: a uniform
+block (good for signs and pages), a single line (catches plates that block mode misses when
+the text nearly fills the crop), then sparse text."""
+
+_EDGE_JUNK = set("|[]{}()_~\u2014\u2013\u2018\u2019\u201c\u201d'\"`")
+"""Characters tesseract emits for borders and frame lines at the edges of a crop."""
+
+
+class TesseractMissing(ToolError):
+    """The tesseract program or its language data is not installed."""
+
+
+def tesseract_available(cmd: str | None = None) -> bool:
+    return shutil.which(cmd or "tesseract") is not None
+
+
+def is_blank(pixels: PILImage.Image, min_contrast: int = 16) -> bool:
+    """True for (nearly) uniform images, which cannot show text."""
+    low, high = pixels.convert("L").getextrema()  # an (int, int) pair for mode L
+    assert isinstance(low, int | float) and isinstance(high, int | float)
+    return high - low < min_contrast
+
+
+def normalise(text: str) -> str:
+    """One line, single spaces, without the frame-line junk tesseract reads at crop edges."""
+    tokens = text.split()
+    while tokens and set(tokens[0]) <= _EDGE_JUNK:
+        tokens.pop(0)
+    while tokens and set(tokens[-1]) <= _EDGE_JUNK:
+        tokens.pop()
+    if tokens:
+        tokens[0] = tokens[0].lstrip("|")
+        tokens[-1] = tokens[-1].rstrip("|")
+    return " ".join(t for t in tokens if t)
+
+
+class TesseractOCR:
+    """Reads text from images with tesseract, running each image in a worker thread.
+
+    Images shorter than ``min_height`` pixels are enlarged to ``target_height`` first:
+    tesseract misses text whose letters are under ~12 px tall, and rendered text 8-12 px tall
+    that it misses at its own size is read correctly once scaled to 32 px or more.
+    """
+
+    def __init__(
+        self,
+        lang: str = "eng",
+        psm: int | None = None,
+        timeout_s: float = 30.0,
+        min_height: int = 32,
+        target_height: int = 48,
+        max_workers: int = 4,
+        cmd: str | None = None,
+    ) -> None:
+        if psm is not None and not 0 <= psm <= 13:
+            raise ValueError(f"tesseract psm must be between 0 and 13, got {psm}")
+        if timeout_s <= 0 or max_workers < 1 or min_height < 1 or target_height < 1:
+            raise ValueError("timeout_s, min_height, target_height and max_workers must be > 0")
+        exe = shutil.which(cmd or "tesseract")
+        if exe is None:
+            raise TesseractMissing(
+                f"OCR needs the tesseract program, which was not found ({cmd or 'tesseract'}); "
+                f"install it with: apt-get install {DEBIAN_PACKAGES}"
+            )
+        self.lang = lang
+        self.psm = psm
+        self.timeout_s = timeout_s
+        self.min_height = min_height
+        self.target_height = target_height
+        self.max_workers = max_workers
+        self.cmd = exe
+        self._langs_checked = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TesseractOCR(lang={self.lang!r}, psm={self.psm!r}, timeout_s={self.timeout_s})"
+
+    async def read(self, images: list[Image]) -> list[str]:
+        """The text in each image, one line each; "" where no text was found."""
+        limit = asyncio.Semaphore(self.max_workers)
+
+        async def one(img: Image) -> str:
+            async with limit:
+                return await asyncio.to_thread(self.read_one, img)
+
+        return list(await asyncio.gather(*(one(img) for img in images)))
+
+    def read_one(self, image: Image) -> str:
+        self._check_languages()
+        if is_blank(image.pixels):
+            return ""  # tesseract's single-line mode hallucinates letters on blank images
+        pixels = self.prepare(image.pixels)
+        for psm in AUTO_PSMS if self.psm is None else (self.psm,):
+            text = normalise(self._run(pixels, psm))
+            if text:
+                return text
+        return ""
+
+    def prepare(self, pixels: PILImage.Image) -> PILImage.Image:
+        if pixels.height >= self.min_height:
+            return pixels
+        scale = min(self.target_height / pixels.height, 8.0)
+        size = (max(1, round(pixels.width * scale)), max(1, round(pixels.height * scale)))
+        return pixels.resize(size, PILImage.Resampling.LANCZOS)
+
+    def _run(self, pixels: PILImage.Image, psm: int) -> str:
+        pytesseract.pytesseract.tesseract_cmd = self.cmd
+        try:
+            text = pytesseract.image_to_string(
+                pixels, lang=self.lang, config=f"--psm {psm}", timeout=self.timeout_s
+            )
+        except RuntimeError as e:
+            if "timeout" in str(e).lower():
+                raise ToolError(f"OCR timed out after {self.timeout_s:g} s") from None
+            raise ToolError(f"OCR failed: {e}") from None
+        except pytesseract.TesseractError as e:
+            raise ToolError(f"OCR failed: {e.message or e}") from None
+        except pytesseract.TesseractNotFoundError:
+            raise TesseractMissing(
+                f"the tesseract program disappeared ({self.cmd}); "
+                f"install it with: apt-get install {DEBIAN_PACKAGES}"
+            ) from None
+        return str(text)
+
+    def _check_languages(self) -> None:
+        with self._lock:
+            if self._langs_checked:
+                return
+            pytesseract.pytesseract.tesseract_cmd = self.cmd
+            try:
+                have = set(pytesseract.get_languages(config=""))
+            except Exception:  # old tesseract builds: let the OCR call report problems
+                have = set()
+            missing = [code for code in self.lang.split("+") if have and code not in have]
+            if missing:
+                packages = " ".join(f"tesseract-ocr-{code}" for code in missing)
+                raise TesseractMissing(
+                    f"tesseract has no language data for {', '.join(missing)}; "
+                    f"install it with: apt-get install {packages}"
+                )
+            self._langs_checked = True

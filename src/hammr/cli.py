@@ -1,0 +1,209 @@
+"""The `hammr` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from hammr.backends.llm.base import LLMError, run_sync
+from hammr.config import ConfigError, load_config
+from hammr.values import ImageLoadError
+
+EPILOG_ASK = """\b
+Examples:
+  hammr ask examples/plate.png "What is the licence plate number?"
+  hammr ask photo.jpg "How many cars are there?" --show --trace out/trace.json
+  HAMMR_LLM__BACKEND=openai HAMMR_LLM__BASE_URL=http://127.0.0.1:8000/v1 \\
+    HAMMR_LLM__MODEL=Qwen/Qwen2.5-VL-7B-Instruct hammr ask photo.jpg "What is this?"
+
+With no configuration, hammr runs offline on its embedded model (SmolLM2-135M through
+llama.cpp, tool calls constrained by a grammar). It is tiny: expect the machinery to work,
+not the answers to be good. Point [llm] in hammr.toml at a served model for real answers.
+"""
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"hammr: error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hammr")
+def main() -> None:
+    """Answer visual questions with LLM agents that think, call vision tools and observe.
+
+    Start with `hammr ask IMAGE "QUESTION"`; see `hammr COMMAND --help` for each command.
+    Settings live in hammr.toml (see `hammr config show`).
+    """
+
+
+@main.command(epilog=EPILOG_ASK)
+@click.argument("image", type=click.Path(path_type=Path))
+@click.argument("question")
+@click.option(
+    "--agent", "agent_name", default="GeneralVQA", show_default=True, help="Which agent answers."
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
+)
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(path_type=Path),
+    help="Save the full trace as JSON here (images go in images/ beside it).",
+)
+@click.option("--show", is_flag=True, help="Print every step as a tree after the answer.")
+@click.option("--max-steps", type=int, help="Step limit (default: agent.max_steps).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
+def ask(
+    image: Path,
+    question: str,
+    agent_name: str,
+    config_path: Path | None,
+    trace_path: Path | None,
+    show: bool,
+    max_steps: int | None,
+    no_cache: bool,
+) -> None:
+    """Answer QUESTION about the picture in IMAGE.
+
+    Prints the answer on stdout (and the step tree with --show). Exit status: 0 answered,
+    1 the agent gave no answer, 2 bad input or configuration.
+    """
+    from hammr.agent import ReActAgent
+    from hammr.factory import build_backends, build_llm, grammar_setting
+    from hammr.general_agent import general_agent
+    from hammr.tools.base import ToolContext
+    from hammr.tools.library import builtin_tools
+    from hammr.trace import format_trace
+    from hammr.values import Image
+
+    if not question.strip():
+        _fail("the question is empty")
+    try:
+        cfg = load_config(config_path)
+        img = Image.open(image, max_pixels=int(cfg.get("images.max_pixels")))
+        backends = build_backends(cfg)
+        tools = [
+            t
+            for t in builtin_tools()
+            if getattr(t, "capability", None) is None or t.capability in backends  # type: ignore[attr-defined]
+        ]
+        steps = max_steps or int(cfg.get("agent.max_steps"))
+        agents: dict[str, ReActAgent] = {
+            "GeneralVQA": general_agent(tools, max_steps=steps, grammar=grammar_setting(cfg))
+        }
+        if agent_name not in agents:
+            _fail(f"unknown agent '{agent_name}'; available: {', '.join(agents)}")
+        llm = build_llm(cfg, cache=False if no_cache else None)
+    except (ConfigError, ImageLoadError, LLMError) as e:
+        _fail(str(e))
+    agent = agents[agent_name]
+    ctx = ToolContext(backends=backends, llm=llm)
+    with _status(f"{agent.name} is working on it"):
+        try:
+            result = run_sync(agent.run(question, {"image": img}, ctx=ctx))
+        except LLMError as e:
+            _fail(str(e))
+    trace = result.trace
+    if trace_path is not None:
+        trace.save(trace_path)
+    if show:
+        click.echo(format_trace(trace), err=False)
+        click.echo("")
+    if result.answer is None:
+        click.echo(f"hammr: no answer ({trace.status}: {trace.error})", err=True)
+        sys.exit(1)
+    click.echo(result.answer)
+
+
+class _status:
+    """A spinner on stderr while the agent works, only when stderr is a terminal."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._cm: Any = None
+
+    def __enter__(self) -> None:
+        if sys.stderr.isatty():
+            from rich.console import Console
+
+            self._cm = Console(stderr=True).status(self.text)
+            self._cm.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._cm is not None:
+            self._cm.__exit__(*exc)
+
+
+@main.command()
+@click.argument("trace_file", type=click.Path(path_type=Path))
+def replay(trace_file: Path) -> None:
+    """Print a saved trace (from `hammr ask --trace`) as a step tree."""
+    from hammr.trace import Trace, format_trace
+
+    try:
+        trace = Trace.load(trace_file)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    click.echo(format_trace(trace))
+
+
+@main.group()
+def config() -> None:
+    """Inspect the effective configuration."""
+
+
+@config.command("show")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
+)
+def config_show(config_path: Path | None) -> None:
+    """Print every setting, its value and where it came from (default, file, environment)."""
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as e:
+        _fail(str(e))
+    click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
+    for key, value, source in cfg.items():
+        click.echo(f"{key} = {value!r}    # {source}")
+
+
+@main.command("tools")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
+)
+def tools_cmd(config_path: Path | None) -> None:
+    """List every tool with its card and whether its capability has a backend now."""
+    from hammr.factory import build_backends
+    from hammr.tools.library import builtin_tools
+
+    try:
+        backends = build_backends(load_config(config_path))
+    except ConfigError as e:
+        _fail(str(e))
+    for t in builtin_tools():
+        cap = getattr(t, "capability", None)
+        if cap is None:
+            state = "built in"
+        elif cap in backends:
+            state = f"{cap}: {backends[cap]!r}"
+        else:
+            state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
+        click.echo(f"{t.card()}\n  [{state}]\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,181 @@
+"""One TOML file (plus environment variables) chooses the LLM and a backend per capability.
+
+Where a value comes from, in order of precedence:
+1. an environment variable ``HAMMR_<SECTION>__<KEY>`` (``HAMMR_LLM__BASE_URL``,
+   ``HAMMR_TOOLS__OCR__LANG``); its text is read as a TOML value when it parses as one
+   (``3``, ``true``, ``0.5``) and as a plain string otherwise;
+2. the config file: ``--config PATH``, else ``$HAMMR_CONFIG``, else ``./hammr.toml`` if present;
+3. the defaults below.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "HAMMR_"
+DEFAULT_FILE = "hammr.toml"
+
+DEFAULTS: dict[str, Any] = {
+    "llm": {
+        # embedded: llama.cpp in-process on the bundled SmolLM2 (offline, weak);
+        # openai: any OpenAI-compatible server (vLLM, SGLang, Ollama, llama-server, OpenAI, Gemini)
+        "backend": "embedded",
+        "model": "",
+        "base_url": "",
+        "api_key_env": "OPENAI_API_KEY",
+        "mode": "chat",
+        "server": "auto",
+        "timeout_s": 60.0,
+        "max_retries": 3,
+        "temperature": 0.0,
+        "max_tokens": 256,
+        "grammar": "auto",
+        "model_path": "",
+        "n_ctx": 8192,
+        "cache": True,
+        "cache_path": "",
+    },
+    "agent": {
+        "max_steps": 8,
+    },
+    "images": {
+        "max_pixels": 64_000_000,
+    },
+    "tools": {
+        "ocr": {"backend": "tesseract", "lang": "eng"},
+    },
+}
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "llm.backend": ("embedded", "openai"),
+    "llm.mode": ("chat", "completion"),
+    "llm.server": ("auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"),
+    "llm.grammar": ("auto", "on", "off"),
+}
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key and where it came from."""
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for p in parts[:-1]:
+        nxt = node.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"{dotted}: '{p}' is a value, not a section")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def _parse_env(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+@dataclass
+class Config:
+    data: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+    path: Path | None = None
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self.data
+        for p in dotted.split("."):
+            if not isinstance(node, dict) or p not in node:
+                return default
+            node = node[p]
+        return node
+
+    def section(self, dotted: str) -> dict[str, Any]:
+        value = self.get(dotted, {})
+        return dict(value) if isinstance(value, dict) else {}
+
+    def items(self) -> list[tuple[str, Any, str]]:
+        """(key, value, source) for every leaf, sorted by key."""
+        flat = _flatten(self.data)
+        return [(k, flat[k], self.sources.get(k, "default")) for k in sorted(flat)]
+
+
+def _validate(cfg: Config) -> None:
+    for key, choices in _CHOICES.items():
+        v = cfg.get(key)
+        if v not in choices:
+            where = cfg.sources.get(key, "default")
+            raise ConfigError(f"{key} = {v!r} (from {where}) is not one of: {', '.join(choices)}")
+    known = _flatten({k: v for k, v in DEFAULTS.items() if k != "tools"})
+    for key, _, source in cfg.items():
+        if key.startswith("tools."):
+            continue
+        if key not in known:
+            raise ConfigError(
+                f"unknown setting {key} (from {source}); known settings: "
+                + ", ".join(sorted(known))
+            )
+        default = known[key]
+        value = cfg.get(key)
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int | float):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            raise ConfigError(
+                f"{key} = {value!r} (from {source}) should be a {type(default).__name__}"
+            )
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then the file, then the environment; a bad value raises ConfigError naming it."""
+    env = os.environ if env is None else env
+    data = copy.deepcopy(DEFAULTS)
+    sources: dict[str, str] = {}
+    file: Path | None = None
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"config file not found: {file}")
+    elif env.get("HAMMR_CONFIG"):
+        file = Path(env["HAMMR_CONFIG"])
+        if not file.is_file():
+            raise ConfigError(f"config file not found: {file} (from $HAMMR_CONFIG)")
+    elif Path(DEFAULT_FILE).is_file():
+        file = Path(DEFAULT_FILE)
+    if file is not None:
+        try:
+            loaded = tomllib.loads(file.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{file}: not valid TOML ({e})") from None
+        for k, v in _flatten(loaded).items():
+            _set(data, k, v)
+            sources[k] = str(file)
+    for name, text in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name or name == "HAMMR_CONFIG":
+            continue
+        dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
+        _set(data, dotted, _parse_env(text))
+        sources[dotted] = f"${name}"
+    cfg = Config(data, sources, file)
+    _validate(cfg)
+    return cfg

@@ -1,0 +1,65 @@
+"""Turn a :class:`~hammr.config.Config` into live objects: the LLM and the tool backends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hammr.backends.llm.base import LLM
+from hammr.config import Config, ConfigError
+
+
+def default_cache_path() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "hammr" / "llm.sqlite"
+
+
+def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
+    """The configured LLM, wrapped in the SQLite response cache unless that is turned off."""
+    s = cfg.section("llm")
+    llm: LLM
+    if s["backend"] == "embedded":
+        from hammr.backends.llm.embedded import EmbeddedLLM
+
+        llm = EmbeddedLLM(model_path=s["model_path"] or None, n_ctx=int(s["n_ctx"]), mode=s["mode"])
+    else:
+        from hammr.backends.llm.openai_compat import OpenAICompatLLM
+
+        if not s["base_url"] or not s["model"]:
+            raise ConfigError(
+                "llm.backend = 'openai' needs llm.base_url and llm.model "
+                "(e.g. base_url = 'http://127.0.0.1:8000/v1', "
+                "model = 'Qwen/Qwen2.5-VL-7B-Instruct')"
+            )
+        llm = OpenAICompatLLM(
+            s["base_url"],
+            s["model"],
+            api_key_env=s["api_key_env"] or None,
+            mode=s["mode"],
+            server=s["server"],
+            timeout_s=float(s["timeout_s"]),
+            max_retries=int(s["max_retries"]),
+        )
+    use_cache = s["cache"] if cache is None else cache
+    if use_cache:
+        from hammr.backends.llm.cache import CachedLLM
+
+        path = Path(s["cache_path"]).expanduser() if s["cache_path"] else default_cache_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        llm = CachedLLM(llm, path)
+    return llm
+
+
+def grammar_setting(cfg: Config) -> bool | None:
+    """llm.grammar: 'on' -> True, 'off' -> False, 'auto' -> None (use it where supported)."""
+    return {"on": True, "off": False}.get(str(cfg.get("llm.grammar")))
+
+
+def build_backends(cfg: Config) -> dict[str, Any]:
+    from hammr.tools.library import default_backends
+
+    try:
+        return default_backends(cfg.section("tools"))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

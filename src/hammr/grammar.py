@@ -1,0 +1,166 @@
+"""A GBNF grammar for one ReAct step, built from the registered tools and the live variables.
+
+Under it a model can only write ``[Thought]: ...`` followed by ``[Act]: [name =] Tool(args)``
+naming a registered tool with arguments of the right kind (literals or live variables of a
+fitting type), or ``[Finish]: answer``. llama.cpp (embedded or served), vLLM and SGLang accept
+this grammar.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from hammr.tools.base import Param, Tool
+from hammr.values import Box, Entity, Image, Page, Value
+
+MAX_THOUGHT_WORDS = 40
+MAX_ANSWER_WORDS = 20
+
+_BASE_RULES = r"""
+ws ::= " "?
+lit-str ::= "'" sword (" " sword){0,15} "'"
+sword ::= [^' \n\\]{1,20}
+lit-num ::= "-"? [0-9]{1,5} ("." [0-9]{1,2})?
+lit-int ::= "-"? [0-9]{1,5}
+lit-bool ::= "True" | "False"
+lit-box ::= "[" lit-num "," ws lit-num "," ws lit-num "," ws lit-num "]"
+lit-boxes ::= "[" lit-box ("," ws lit-box){0,9} "]"
+lit-point ::= "[" lit-num "," ws lit-num "]"
+lit-strs ::= "[" lit-str ("," ws lit-str)* "]"
+idx ::= [0-9] | [1-9] [0-9]
+target ::= [a-z] [a-z0-9_]{0,15}
+"""
+
+
+def _q(text: str) -> str:
+    """A GBNF string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _var_kind(value: Value) -> str:
+    if isinstance(value, Image):
+        return "image"
+    if isinstance(value, Box):
+        return "box"
+    if isinstance(value, Page):
+        return "page"
+    if isinstance(value, Entity):
+        return "entity"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list) and value:
+        inner = {_var_kind(v) for v in value}
+        if len(inner) == 1:
+            return "list-" + inner.pop()
+    return "other"
+
+
+class _VarIndex:
+    def __init__(self, variables: Mapping[str, Value]) -> None:
+        self.by_kind: dict[str, list[str]] = {}
+        self.all = [n for n in variables if re.fullmatch(r"[A-Za-z_]\w*", n)]
+        for name in self.all:
+            self.by_kind.setdefault(_var_kind(variables[name]), []).append(name)
+
+    def names(self, *kinds: str) -> list[str]:
+        return [_q(n) for k in kinds for n in self.by_kind.get(k, [])]
+
+    def indexed(self, kind: str) -> list[str]:
+        return [f'{_q(n)} "[" idx "]"' for n in self.by_kind.get("list-" + kind, [])]
+
+
+def _alternatives(param: Param, vars_: _VarIndex, vectorised: bool) -> list[str]:
+    k = param.kind
+    if param.choices:
+        quoted = '"\'" (' + " | ".join(_q(c) for c in param.choices) + ') "\'"'
+        return [quoted, *vars_.names("text")]
+    one_image = vars_.names("image") + vars_.indexed("image")
+    if k == "image":
+        return one_image + (vars_.names("list-image") if vectorised else [])
+    if k == "images":
+        alts = vars_.names("list-image")
+        if one_image:
+            alts.append(
+                '"[" ('
+                + " | ".join(one_image)
+                + ') ("," ws ('
+                + " | ".join(one_image)
+                + ')){0,7} "]"'
+            )
+            alts += one_image
+        return alts
+    if k == "box":
+        return ["lit-box", *vars_.names("box"), *vars_.indexed("box")]
+    if k == "boxes":
+        return ["lit-boxes", *vars_.names("list-box", "box")]
+    if k == "text":
+        return ["lit-str", *vars_.names("text", "entity"), *vars_.indexed("text")]
+    if k == "texts":
+        return ["lit-strs", *vars_.names("list-text", "text")]
+    if k == "number":
+        return ["lit-num", *vars_.names("number", "integer"), *vars_.indexed("number")]
+    if k == "integer":
+        return ["lit-int", *vars_.names("integer")]
+    if k == "boolean":
+        return ["lit-bool", *vars_.names("boolean")]
+    if k == "point":
+        return ["lit-point"]
+    if k == "page":
+        return vars_.names("page")
+    if k == "entity":
+        return ["lit-str", *vars_.names("entity")]
+    return ["lit-str", "lit-num", "lit-boxes", *[_q(n) for n in vars_.all]]
+
+
+def _rule_name(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower() or "x"
+
+
+def step_grammar(tools: Iterable[Tool], variables: Mapping[str, Value]) -> str:
+    """The grammar of one step for these tools over these live variables."""
+    vars_ = _VarIndex(variables)
+    rules: list[str] = []
+    calls: list[str] = []
+    for i, t in enumerate(tools):
+        vectorised = getattr(t, "vectorised_over", None)
+        pieces: list[str] = []
+        optional: list[str] = []
+        usable = True
+        for p in t.params:
+            alts = _alternatives(p, vars_, vectorised == p.name)
+            rule = f"t{i}-{_rule_name(p.name)}"
+            if not alts:
+                if p.required:
+                    usable = False
+                    break
+                continue
+            rules.append(f"{rule} ::= " + " | ".join(alts))
+            (pieces if p.required else optional).append(rule)
+        if not usable:
+            continue
+        body = ' "," ws '.join(pieces)
+        tail = ""
+        for rule in reversed(optional):
+            tail = f'("," ws {rule}{(" " + tail) if tail else ""})?'
+        if tail:
+            body = f"{body} {tail}" if body else tail.replace('"," ws ', "", 1)
+        name = f"call-{i}"
+        rules.append(f"{name} ::= {_q(t.name + '(')} {body} {_q(')')}".replace("  ", " "))
+        calls.append(name)
+    acts = " | ".join(calls) if calls else '"NoTool()"'
+    head = [
+        'root ::= "[Thought]: " thought "\\n" (act | finish)',
+        f'thought ::= tword (" " tword){{0,{MAX_THOUGHT_WORDS}}}',
+        "tword ::= [^ \\n\\[] [^ \\n]{0,24}",
+        'act ::= "[Act]: " (target " = ")? call',
+        f"call ::= {acts}",
+        f'finish ::= "[Finish]: " tword (" " tword){{0,{MAX_ANSWER_WORDS}}}',
+    ]
+    return "\n".join(head + rules) + "\n" + _BASE_RULES.strip() + "\n"

@@ -1,0 +1,530 @@
+"""The tool protocol, the ``@tool`` decorator and argument validation.
+
+A tool's prompt card is generated from its signature and docstring, so the card cannot
+drift from the code. Arguments coming from a model are validated and coerced against the
+annotations (four numbers become a Box, a single box where a list is expected becomes a
+list, ...); anything that does not fit raises :class:`BadArguments` with a message the
+agent can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from hammr.values import Box, Entity, Image, Page, Value, ValueError_
+
+if TYPE_CHECKING:
+    from hammr.trace import Trace
+
+ErrorKind = Literal[
+    "syntax",
+    "no_action",
+    "unknown_tool",
+    "unknown_variable",
+    "bad_arguments",
+    "tool_failure",
+    "capability_missing",
+    "llm_failure",
+    "step_limit",
+    "repeated_action",
+]
+
+
+class ToolError(Exception):
+    """A tool call failed; the message is shown to the agent as an observation."""
+
+    kind: ErrorKind = "tool_failure"
+
+
+class BadArguments(ToolError):
+    kind: ErrorKind = "bad_arguments"
+
+
+class CapabilityMissing(ToolError):
+    kind: ErrorKind = "capability_missing"
+
+    def __init__(self, capability: str) -> None:
+        super().__init__(
+            f"capability '{capability}' has no backend configured "
+            f"(see hammr.toml [tools.{capability}])"
+        )
+        self.capability = capability
+
+
+ParamKind = Literal[
+    "image",
+    "images",
+    "box",
+    "boxes",
+    "text",
+    "texts",
+    "number",
+    "integer",
+    "boolean",
+    "point",
+    "page",
+    "entity",
+    "any",
+]
+
+_KIND_HINT: dict[str, str] = {
+    "image": "an image variable",
+    "images": "a list of images",
+    "box": "a box [x, y, w, h]",
+    "boxes": "a list of boxes [[x, y, w, h], ...]",
+    "text": "a string",
+    "texts": "a list of strings",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "True or False",
+    "point": "a point [x, y]",
+    "page": "a page variable",
+    "entity": "an entity variable",
+    "any": "any value",
+}
+
+
+class _NoDefault:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+NO_DEFAULT: Any = _NoDefault()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: ParamKind
+    default: Any = NO_DEFAULT
+    doc: str = ""
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is NO_DEFAULT
+
+    def signature(self) -> str:
+        text = f"{self.name}: {self.kind}"
+        if self.choices:
+            text = f"{self.name}: one of " + "|".join(repr(c) for c in self.choices)
+        if not self.required:
+            text += f" = {self.default!r}"
+        return text
+
+
+@dataclass
+class ToolResult:
+    value: Value
+    observation: str | None = None
+    """Text for the agent instead of the default rendering of ``value``."""
+    child_trace: Trace | None = None
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use besides its arguments: backends per capability, the LLM."""
+
+    backends: dict[str, Any] = field(default_factory=dict)
+    llm: Any = None
+    depth: int = 0
+    """How many agents deep this call is (the top agent is 0)."""
+
+    def backend(self, capability: str) -> Any:
+        b = self.backends.get(capability)
+        if b is None:
+            raise CapabilityMissing(capability)
+        return b
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything an agent can call: plain tools and agents alike."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    returns: str
+
+    def card(self) -> str: ...
+
+    async def invoke(self, args: dict[str, Value], ctx: ToolContext) -> ToolResult: ...
+
+
+# -- argument coercion -----------------------------------------------------------------------
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _box(v: Any, where: str) -> Box:
+    if isinstance(v, Box):
+        return v
+    if isinstance(v, list | tuple):
+        if len(v) == 1 and isinstance(v[0], Box | list | tuple):
+            return _box(v[0], where)
+        if len(v) == 4 and all(_is_number(x) for x in v):
+            return Box.from_xywh(v)
+    raise BadArguments(f"{where} must be a box [x, y, w, h] (4 numbers), got {_show(v)}")
+
+
+def _show(v: Any) -> str:
+    from hammr.values import render_value
+
+    text = render_value(v, limit=80)
+    return text if not isinstance(v, str) else repr(text)
+
+
+def coerce(value: Any, param: Param, where: str) -> Any:
+    """Validate one argument against its parameter kind; raise BadArguments when it does not fit."""
+    k = param.kind
+    try:
+        if k == "any":
+            return value
+        if k == "image":
+            if isinstance(value, Image):
+                return value
+            raise BadArguments(f"{where} must be an image variable, got {_show(value)}")
+        if k == "images":
+            if isinstance(value, Image):
+                return [value]
+            if (
+                isinstance(value, list | tuple)
+                and value
+                and all(isinstance(v, Image) for v in value)
+            ):
+                return list(value)
+            raise BadArguments(f"{where} must be a non-empty list of images, got {_show(value)}")
+        if k == "box":
+            return _box(value, where)
+        if k == "boxes":
+            if isinstance(value, Box):
+                return [value]
+            if isinstance(value, list | tuple):
+                if not value:
+                    raise BadArguments(f"{where} is an empty list of boxes")
+                if len(value) == 4 and all(_is_number(x) for x in value):
+                    return [Box.from_xywh(value)]
+                return [_box(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            raise BadArguments(f"{where} must be a list of boxes, got {_show(value)}")
+        if k == "text":
+            if isinstance(value, str):
+                text = value
+            elif _is_number(value):
+                text = str(value)
+            elif isinstance(value, Entity):
+                text = value.name
+            else:
+                raise BadArguments(f"{where} must be a string, got {_show(value)}")
+            if param.choices and text not in param.choices:
+                allowed = ", ".join(repr(c) for c in param.choices)
+                raise BadArguments(f"{where} must be one of {allowed}, got {text!r}")
+            return text
+        if k == "texts":
+            if isinstance(value, str):
+                return [value]
+            if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+                return list(value)
+            raise BadArguments(f"{where} must be a list of strings, got {_show(value)}")
+        if k == "number":
+            if _is_number(value):
+                return float(value)
+            if isinstance(value, str):
+                try:
+                    return float(value)
+                except ValueError:
+                    pass
+            raise BadArguments(f"{where} must be a number, got {_show(value)}")
+        if k == "integer":
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise BadArguments(f"{where} must be an integer, got {_show(value)}")
+        if k == "boolean":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("yes", "no", "true", "false"):
+                return value.lower() in ("yes", "true")
+            raise BadArguments(f"{where} must be True or False, got {_show(value)}")
+        if k == "point":
+            if (
+                isinstance(value, list | tuple)
+                and len(value) == 2
+                and all(_is_number(x) for x in value)
+            ):
+                return (float(value[0]), float(value[1]))
+            raise BadArguments(f"{where} must be a point [x, y], got {_show(value)}")
+        if k == "page":
+            if isinstance(value, Page):
+                return value
+            raise BadArguments(f"{where} must be a page variable, got {_show(value)}")
+        if k == "entity":
+            if isinstance(value, Entity):
+                return value
+            if isinstance(value, str):
+                return Entity(value)
+            raise BadArguments(f"{where} must be an entity, got {_show(value)}")
+    except ValueError_ as e:
+        raise BadArguments(f"{where}: {e}") from None
+    raise BadArguments(f"{where}: unsupported parameter kind {k!r}")  # pragma: no cover
+
+
+def bind_arguments(
+    tool: Tool, positional: Sequence[Value], keywords: dict[str, Value]
+) -> dict[str, Value]:
+    """Match a call's arguments to the tool's parameters, then coerce each one."""
+    params = tool.params
+    usage = f"usage: {tool.name}({', '.join(p.signature() for p in params)})"
+    if len(positional) > len(params):
+        raise BadArguments(
+            f"{tool.name} takes {len(params)} argument(s) but {len(positional)} were given; {usage}"
+        )
+    bound: dict[str, Value] = {}
+    for p, v in zip(params, positional, strict=False):
+        bound[p.name] = v
+    by_name = {p.name: p for p in params}
+    for k, v in keywords.items():
+        if k not in by_name:
+            raise BadArguments(f"{tool.name} has no argument '{k}'; {usage}")
+        if k in bound:
+            raise BadArguments(f"{tool.name} got argument '{k}' twice; {usage}")
+        bound[k] = v
+    out: dict[str, Value] = {}
+    vector = getattr(tool, "vectorised_over", None)
+    for p in params:
+        if p.name not in bound:
+            if p.required:
+                raise BadArguments(f"{tool.name} is missing argument '{p.name}'; {usage}")
+            out[p.name] = p.default
+            continue
+        v = bound[p.name]
+        where = f"{tool.name} argument '{p.name}'"
+        if p.name == vector and isinstance(v, list | tuple):
+            if not v:
+                raise BadArguments(f"{where} is an empty list")
+            out[p.name] = [coerce(x, p, f"{where}[{i}]") for i, x in enumerate(v)]
+        else:
+            out[p.name] = coerce(v, p, where)
+    return out
+
+
+# -- the @tool decorator ---------------------------------------------------------------------
+
+
+def _kind_of(annotation: Any) -> ParamKind:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        real = [a for a in args if a is not type(None)]
+        if len(real) == 1:
+            return _kind_of(real[0])
+        if Image in real and any(typing.get_origin(a) is list for a in real):
+            return "image"
+        return "any"
+    if origin is Literal:
+        return "text"
+    if origin in (list, Sequence, tuple) or annotation in (list, tuple):
+        inner = args[0] if args else Any
+        if origin is tuple and len(args) == 2 and all(a is float or a is int for a in args):
+            return "point"
+        return {Image: "images", Box: "boxes", str: "texts"}.get(inner, "any")  # type: ignore[return-value]
+    table: dict[Any, ParamKind] = {
+        Image: "image",
+        Box: "box",
+        str: "text",
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+        Page: "page",
+        Entity: "entity",
+    }
+    return table.get(annotation, "any")
+
+
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Return)\s*:\s*$", re.I)
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str], str]:
+    """Split a Google-style docstring into (description, {param: doc}, returns)."""
+    if not doc:
+        return "", {}, ""
+    lines = inspect.cleandoc(doc).splitlines()
+    desc: list[str] = []
+    params: dict[str, str] = {}
+    returns: list[str] = []
+    section = "desc"
+    current: str | None = None
+    for line in lines:
+        m = _SECTION.match(line)
+        if m:
+            section = "returns" if m.group(1).lower().startswith("return") else "args"
+            current = None
+            continue
+        if section == "desc":
+            desc.append(line)
+        elif section == "args":
+            pm = re.match(r"^\s*(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", line)
+            if pm and not line.startswith("        "):
+                current = pm.group(1)
+                params[current] = pm.group(3).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+        else:
+            if line.strip():
+                returns.append(line.strip())
+    description = " ".join(" ".join(desc).split())
+    return description, params, " ".join(returns)
+
+
+@dataclass
+class FunctionTool:
+    """A tool made from a typed Python function by :func:`tool`."""
+
+    fn: Callable[..., Any]
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    returns: str
+    vectorised_over: str | None = None
+    batched: bool = False
+    blocking: bool = False
+    capability: str | None = None
+    wants_context: bool = False
+
+    def card(self) -> str:
+        sig = ", ".join(p.signature() for p in self.params)
+        lines = [f"{self.name}({sig}) -> {self.returns or 'value'}", f"  {self.description}"]
+        for p in self.params:
+            if p.doc:
+                lines.append(f"  {p.name}: {p.doc}")
+        if self.vectorised_over:
+            lines.append(
+                f"  Also accepts a list for '{self.vectorised_over}' and returns one result each."
+            )
+        return "\n".join(lines)
+
+    async def _call(self, args: dict[str, Value], ctx: ToolContext) -> Any:
+        kwargs = dict(args)
+        if self.wants_context:
+            kwargs["ctx"] = ctx
+        if self.blocking:
+            return await asyncio.to_thread(self.fn, **kwargs)
+        result = self.fn(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def invoke(self, args: dict[str, Value], ctx: ToolContext) -> ToolResult:
+        vec = self.vectorised_over
+        try:
+            if vec is not None and isinstance(args.get(vec), list) and not self.batched:
+                calls = [self._call({**args, vec: item}, ctx) for item in args[vec]]
+                value: Any = list(await asyncio.gather(*calls))
+            elif vec is not None and self.batched:
+                many = isinstance(args.get(vec), list)
+                items = args[vec] if many else [args[vec]]
+                out = await self._call({**args, vec: items}, ctx)
+                value = list(out) if many else out[0]
+            else:
+                value = await self._call(args, ctx)
+        except ToolError:
+            raise
+        except ValueError_ as e:
+            raise BadArguments(f"{self.name}: {e}") from None
+        if isinstance(value, ToolResult):
+            return value
+        return ToolResult(value)
+
+
+@typing.overload
+def tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = ...,
+    vectorised: str | None = ...,
+    batched: bool = ...,
+    blocking: bool = ...,
+    capability: str | None = ...,
+) -> FunctionTool: ...
+
+
+@typing.overload
+def tool(
+    fn: None = ...,
+    *,
+    name: str | None = ...,
+    vectorised: str | None = ...,
+    batched: bool = ...,
+    blocking: bool = ...,
+    capability: str | None = ...,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    vectorised: str | None = None,
+    batched: bool = False,
+    blocking: bool = False,
+    capability: str | None = None,
+) -> Any:
+    """Turn a typed function into a :class:`FunctionTool`.
+
+    ``vectorised="image"`` lets the agent pass a list for that argument: the function then runs
+    on every element (or, with ``batched=True``, receives the whole list at once and returns a
+    list). ``blocking=True`` runs a synchronous function in a worker thread. A parameter named
+    ``ctx`` receives the :class:`ToolContext` and is hidden from the card.
+    """
+
+    def build(f: Callable[..., Any]) -> FunctionTool:
+        hints = typing.get_type_hints(f)
+        sig = inspect.signature(f)
+        description, docs, returns_doc = parse_docstring(f.__doc__)
+        params: list[Param] = []
+        wants_context = False
+        for pname, p in sig.parameters.items():
+            if pname == "ctx":
+                wants_context = True
+                continue
+            ann = hints.get(pname, Any)
+            choices: tuple[str, ...] | None = None
+            if typing.get_origin(ann) is Literal:
+                choices = tuple(str(a) for a in typing.get_args(ann))
+            kind = _kind_of(ann)
+            if vectorised == pname and kind == "images":
+                kind = "image"
+            default = NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
+            params.append(Param(pname, kind, default, docs.get(pname, ""), choices))
+        if vectorised is not None and vectorised not in {p.name for p in params}:
+            raise TypeError(f"@tool(vectorised={vectorised!r}): no such parameter in {f.__name__}")
+        ret = hints.get("return", Any)
+        returns = returns_doc or (_kind_of(ret) if ret is not Any else "value")
+        return FunctionTool(
+            fn=f,
+            name=name or f.__name__,
+            description=description or f"{f.__name__}.",
+            params=tuple(params),
+            returns=returns,
+            vectorised_over=vectorised,
+            batched=batched,
+            blocking=blocking,
+            capability=capability,
+            wants_context=wants_context,
+        )
+
+    if fn is not None:
+        return build(fn)
+    return build
+
+
+ToolFunction = Callable[..., Any | Awaitable[Any]]

@@ -1,0 +1,320 @@
+"""Typed values that live in an agent's variables.
+
+Every value knows how to render itself as a short line of text for the prompt, and boxes
+always live in the pixel coordinates of the *root* image (the one the question came with),
+whatever crop or zoom they were found in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image as PILImage
+from PIL import UnidentifiedImageError
+
+DEFAULT_MAX_PIXELS = 64_000_000
+"""Images above this many pixels are refused (decompression-bomb guard)."""
+
+
+class ValueError_(ValueError):
+    """A value could not be built from what was given (bad box, unreadable image, ...)."""
+
+
+class ImageLoadError(ValueError_):
+    """An image file is missing, corrupt, not an image, or too large."""
+
+
+def _finite(name: str, v: float) -> float:
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError_(f"{name} must be a finite number, got {v!r}")
+    return f
+
+
+def _fmt(v: float) -> str:
+    return str(round(v)) if abs(v - round(v)) < 1e-6 else f"{v:.1f}"
+
+
+@dataclass(frozen=True)
+class Box:
+    """An axis-aligned box (x, y, w, h) in root-image pixels."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+    label: str | None = None
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("x", "y", "w", "h"):
+            object.__setattr__(self, name, _finite(name, getattr(self, name)))
+        if self.w <= 0 or self.h <= 0:
+            raise ValueError_(
+                f"box width and height must be positive, got width={_fmt(self.w)} "
+                f"height={_fmt(self.h)}"
+            )
+        if self.score is not None:
+            object.__setattr__(self, "score", _finite("score", self.score))
+
+    @classmethod
+    def from_xywh(cls, values: Sequence[Any], label: str | None = None) -> Box:
+        if len(values) != 4:
+            raise ValueError_(f"a box needs 4 numbers [x, y, w, h], got {len(values)}")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError_(f"a box needs 4 numbers [x, y, w, h], got {list(values)!r}")
+        return cls(float(values[0]), float(values[1]), float(values[2]), float(values[3]), label)
+
+    @property
+    def x2(self) -> float:
+        return self.x + self.w
+
+    @property
+    def y2(self) -> float:
+        return self.y + self.h
+
+    @property
+    def area(self) -> float:
+        return self.w * self.h
+
+    @property
+    def center(self) -> tuple[float, float]:
+        return (self.x + self.w / 2, self.y + self.h / 2)
+
+    def xywh(self) -> list[float]:
+        return [self.x, self.y, self.w, self.h]
+
+    def intersection(self, other: Box) -> float:
+        iw = min(self.x2, other.x2) - max(self.x, other.x)
+        ih = min(self.y2, other.y2) - max(self.y, other.y)
+        return max(0.0, iw) * max(0.0, ih)
+
+    def iou(self, other: Box) -> float:
+        inter = self.intersection(other)
+        union = self.area + other.area - inter
+        return inter / union if union > 0 else 0.0
+
+    def render(self) -> str:
+        where = f"left:{_fmt(self.x)}/top:{_fmt(self.y)}/width:{_fmt(self.w)}/height:{_fmt(self.h)}"
+        head = f"{self.label} at {where}" if self.label else where
+        return f"{head} (score {self.score:.2f})" if self.score is not None else head
+
+
+@dataclass(eq=False)
+class Image:
+    """An image with lineage.
+
+    ``crop_box`` is the region of the root image this image shows (root pixels) and ``zoom``
+    is how many of this image's pixels span one root pixel. Together they map any box found
+    in this image back to root coordinates (:meth:`to_root`).
+    """
+
+    pixels: PILImage.Image
+    parent: Image | None = None
+    crop_box: Box | None = None
+    zoom: float = 1.0
+    source: str | None = None
+    _hash: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.pixels.mode not in ("RGB", "L"):
+            self.pixels = self.pixels.convert("RGB")
+        if self.zoom <= 0 or not math.isfinite(self.zoom):
+            raise ValueError_(f"zoom must be a positive finite number, got {self.zoom!r}")
+
+    @classmethod
+    def open(cls, path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
+        """Load an image file, refusing missing, corrupt and oversized files with one clear line."""
+        p = Path(path)
+        if not p.exists():
+            raise ImageLoadError(f"image file not found: {p}")
+        if not p.is_file():
+            raise ImageLoadError(f"not a file: {p}")
+        return cls.from_bytes(p.read_bytes(), max_pixels=max_pixels, source=str(p))
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, source: str | None = None
+    ) -> Image:
+        where = source or "image data"
+        try:
+            with PILImage.open(io.BytesIO(data)) as probe:
+                w, h = probe.size
+                if w * h > max_pixels:
+                    raise ImageLoadError(
+                        f"{where}: {w}x{h} = {w * h} pixels is above the limit of {max_pixels} "
+                        "(raise it with max_pixels if you trust this file)"
+                    )
+                probe.load()
+                pixels = probe.convert("RGB")
+        except ImageLoadError:
+            raise
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+            raise ImageLoadError(f"{where}: not a readable image ({e})") from None
+        except PILImage.DecompressionBombError as e:  # pragma: no cover - caught above usually
+            raise ImageLoadError(f"{where}: refused as a decompression bomb ({e})") from None
+        return cls(pixels, source=source)
+
+    @property
+    def width(self) -> int:
+        return self.pixels.width
+
+    @property
+    def height(self) -> int:
+        return self.pixels.height
+
+    @property
+    def root(self) -> Image:
+        img = self
+        while img.parent is not None:
+            img = img.parent
+        return img
+
+    @property
+    def origin(self) -> tuple[float, float]:
+        """Root-pixel position of this image's top-left corner."""
+        return (self.crop_box.x, self.crop_box.y) if self.crop_box else (0.0, 0.0)
+
+    def to_root(self, box: Box) -> Box:
+        """Map a box in this image's pixels to root-image pixels."""
+        ox, oy = self.origin
+        z = self.zoom
+        return Box(ox + box.x / z, oy + box.y / z, box.w / z, box.h / z, box.label, box.score)
+
+    def to_local(self, box: Box) -> Box:
+        """Map a root-image box into this image's pixels (may fall outside it)."""
+        ox, oy = self.origin
+        z = self.zoom
+        return Box((box.x - ox) * z, (box.y - oy) * z, box.w * z, box.h * z, box.label, box.score)
+
+    def bounds(self) -> Box:
+        """The root-pixel region this image covers."""
+        return self.crop_box or Box(0, 0, self.width, self.height)
+
+    def content_hash(self) -> str:
+        if self._hash is None:
+            h = hashlib.sha256()
+            h.update(f"{self.pixels.mode}:{self.width}x{self.height}:".encode())
+            h.update(self.pixels.tobytes())
+            self._hash = h.hexdigest()[:20]
+        return self._hash
+
+    def png_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        self.pixels.save(buf, format="PNG")
+        return buf.getvalue()
+
+    def render(self) -> str:
+        text = f"image {self.width}x{self.height}"
+        if self.crop_box is not None:
+            text += f" (region {self.crop_box.render()} of the original"
+            text += f", zoom x{self.zoom:g})" if abs(self.zoom - 1.0) > 1e-9 else ")"
+        return text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Image) and self.content_hash() == other.content_hash()
+
+    def __hash__(self) -> int:
+        return hash(self.content_hash())
+
+
+@dataclass(frozen=True)
+class Page:
+    """A text document such as a Wikipedia article."""
+
+    title: str
+    text: str
+    url: str | None = None
+
+    def render(self) -> str:
+        return f"page '{self.title}' ({len(self.text.split())} words)"
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A recognised named entity (landmark, species, product, ...)."""
+
+    name: str
+    score: float | None = None
+    description: str | None = None
+
+    def render(self) -> str:
+        text = f"entity '{self.name}'"
+        if self.description:
+            text += f" ({self.description})"
+        return text
+
+
+Value = Any
+"""Anything a variable may hold: the classes above, str, int, float, bool, None, lists, dicts."""
+
+_MAX_TEXT = 300
+
+
+def _short(text: str, limit: int = _MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _kind(v: Value) -> str:
+    if isinstance(v, Box):
+        return "box"
+    if isinstance(v, Image):
+        return "image"
+    if isinstance(v, Page):
+        return "page"
+    if isinstance(v, Entity):
+        return "entity"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "text"
+    return "value"
+
+
+def render_value(value: Value, limit: int = _MAX_TEXT) -> str:
+    """A short, prompt-friendly rendering of any variable value."""
+    if hasattr(value, "render") and callable(value.render):
+        return str(value.render())
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int | str):
+        return _short(str(value), limit)
+    if value is None:
+        return "nothing"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "empty list"
+        kinds = {_kind(v) for v in value}
+        noun = kinds.pop() if len(kinds) == 1 else "value"
+        if noun == "text":
+            return _short("[" + ", ".join(repr(_short(v, 80)) for v in value) + "]", limit)
+        if noun in ("number", "boolean"):
+            return _short("[" + ", ".join(render_value(v) for v in value) + "]", limit)
+        plural = "boxes" if noun == "box" else f"{noun}s"
+        parts = ", ".join(render_value(v) for v in value)
+        return _short(f"{len(value)} {plural}: {parts}", limit)
+    if isinstance(value, dict):
+        return _short(
+            "{" + ", ".join(f"{k}: {render_value(v)}" for k, v in value.items()) + "}", limit
+        )
+    return _short(repr(value), limit)
+
+
+def describe_kind(value: Value) -> str:
+    """The kind name used in observations ('image', 'list of 3 boxes', ...)."""
+    if isinstance(value, list | tuple):
+        kinds = {_kind(v) for v in value}
+        noun = kinds.pop() if len(kinds) == 1 else "value"
+        return f"list of {len(value)} {'boxes' if noun == 'box' else noun + 's'}"
+    return _kind(value)

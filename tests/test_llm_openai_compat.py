@@ -1,0 +1,380 @@
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from hammr.backends.llm.base import ImagePart, LLMError, LLMRequest, Message
+from hammr.backends.llm.cache import CachedLLM
+from hammr.backends.llm.openai_compat import OpenAICompatLLM
+from hammr.values import Image
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def ok_body(text: str = "ok", *, completion: bool = False) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+    if completion:
+        choice["text"] = text
+    else:
+        choice["message"] = {"role": "assistant", "content": text}
+    return {
+        "id": "x",
+        "model": "fake-model",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+    }
+
+
+class FakeServer:
+    """An OpenAI-style server on 127.0.0.1 that plays scripted replies and records requests."""
+
+    def __init__(self) -> None:
+        self.script: list[Reply] = []
+        self.seen: list[Seen] = []
+        self.stop = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.seen.append(
+                    Seen(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
+                    )
+                )
+                reply = outer.script.pop(0) if outer.script else Reply()
+                if reply.delay:
+                    outer.stop.wait(reply.delay)
+                body = reply.body
+                if body is None:
+                    body = ok_body(completion=self.path.endswith("/v1/completions"))
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 64
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+def req(text: str = "hello", **kw: Any) -> LLMRequest:
+    return LLMRequest(messages=(Message("user", text),), **kw)
+
+
+def fast(srv: FakeServer, **kw: Any) -> OpenAICompatLLM:
+    kw.setdefault("backoff_s", 0.01)
+    kw.setdefault("api_key_env", None)
+    return OpenAICompatLLM(srv.url, "fake-model", **kw)
+
+
+async def test_text_reply_and_usage(server: FakeServer) -> None:
+    server.script.append(Reply(body=ok_body("Paris")))
+    async with fast(server) as llm:
+        resp = await llm.complete(
+            LLMRequest(
+                messages=(Message("system", "be brief"), Message("user", "capital of France?")),
+                max_tokens=17,
+                temperature=0.5,
+                stop=("\n\n",),
+                seed=7,
+            )
+        )
+    assert resp.text == "Paris"
+    assert resp.usage.prompt_tokens == 11 and resp.usage.completion_tokens == 3
+    assert resp.model == "fake-model" and resp.finish_reason == "stop" and not resp.cached
+    [seen] = server.seen
+    assert seen.path == "/v1/chat/completions"
+    assert seen.body["model"] == "fake-model"
+    assert seen.body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "capital of France?"},
+    ]
+    assert seen.body["max_tokens"] == 17 and seen.body["temperature"] == 0.5
+    assert seen.body["stop"] == ["\n\n"] and seen.body["seed"] == 7
+    assert "grammar" not in seen.body and "response_format" not in seen.body
+    assert "authorization" not in seen.headers
+
+
+async def test_missing_usage_is_zero_and_stop_applied(server: FakeServer) -> None:
+    body = ok_body("answer STOP and more")
+    del body["usage"]
+    server.script.append(Reply(body=body))
+    resp = await fast(server).complete(req(stop=("STOP",)))
+    assert resp.text == "answer "
+    assert resp.usage.total == 0
+
+
+async def test_image_part_arrives_intact(server: FakeServer) -> None:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(5, 7, 3), dtype=np.uint8)
+    image = Image(PILImage.fromarray(pixels, "RGB"))
+    msg = Message("user", ("What is this?", ImagePart(image), "Answer briefly."))
+    await fast(server).complete(LLMRequest(messages=(msg,)))
+    parts = server.seen[0].body["messages"][0]["content"]
+    assert parts[0] == {"type": "text", "text": "What is this?"}
+    assert parts[2] == {"type": "text", "text": "Answer briefly."}
+    assert parts[1]["type"] == "image_url"
+    url = parts[1]["image_url"]["url"]
+    prefix = "data:image/png;base64,"
+    assert url.startswith(prefix)
+    got = PILImage.open(io.BytesIO(base64.b64decode(url[len(prefix) :])))
+    assert got.format == "PNG"
+    assert np.array_equal(np.asarray(got.convert("RGB")), pixels)
+
+
+async def test_500_then_success_retries(server: FakeServer) -> None:
+    server.script.append(Reply(status=500, body={"error": {"message": "boom"}}))
+    resp = await fast(server).complete(req())
+    assert resp.text == "ok"
+    assert len(server.seen) == 2
+
+
+async def test_500_every_time_gives_one_line_error(server: FakeServer) -> None:
+    server.script.extend(
+        Reply(status=503, body={"error": {"message": "overloaded\nnow"}}) for _ in range(5)
+    )
+    with pytest.raises(LLMError) as e:
+        await fast(server, max_retries=3).complete(req())
+    msg = str(e.value)
+    assert "\n" not in msg and "HTTP 503" in msg and "overloaded now" in msg and "3 tries" in msg
+    assert len(server.seen) == 3
+
+
+async def test_429_honours_retry_after(server: FakeServer) -> None:
+    server.script.append(Reply(status=429, headers={"Retry-After": "1"}))
+    t0 = time.monotonic()
+    resp = await fast(server).complete(req())
+    assert resp.text == "ok"
+    assert time.monotonic() - t0 >= 0.9
+    assert len(server.seen) == 2
+
+
+async def test_retry_after_is_capped(server: FakeServer) -> None:
+    server.script.append(Reply(status=429, headers={"Retry-After": "120"}))
+    t0 = time.monotonic()
+    await fast(server, max_retry_after_s=0.1).complete(req())
+    assert time.monotonic() - t0 < 1.0
+    assert len(server.seen) == 2
+
+
+async def test_timeout(server: FakeServer) -> None:
+    server.script.extend(Reply(delay=3.0) for _ in range(5))
+    t0 = time.monotonic()
+    with pytest.raises(LLMError) as e:
+        await fast(server, timeout_s=0.3, max_retries=2).complete(req())
+    assert time.monotonic() - t0 < 1.5
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "did not answer within 0.3 s (2 tries)" in msg
+    assert len(server.seen) == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def test_server_down() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    llm = OpenAICompatLLM(url, "m", api_key_env=None, backoff_s=0.01, max_retries=2)
+    with pytest.raises(LLMError) as e:
+        await llm.complete(req())
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"cannot reach the LLM server at {url}: connection refused")
+    assert "is it running?" in msg and "base_url" in msg
+
+
+@pytest.mark.parametrize(
+    ("body", "expect"),
+    [
+        (b"<html>Bad gateway page</html>", "not JSON: '<html>Bad gateway page</html>'"),
+        ({"object": "list", "data": []}, "without choices"),
+        ({"choices": []}, "without choices"),
+    ],
+)
+async def test_malformed_body(
+    server: FakeServer, body: bytes | dict[str, Any], expect: str
+) -> None:
+    server.script.append(Reply(body=body))
+    with pytest.raises(LLMError) as e:
+        await fast(server).complete(req())
+    assert expect in str(e.value) and "\n" not in str(e.value)
+    assert len(server.seen) == 1
+
+
+async def test_404_model_not_found_includes_server_message(server: FakeServer) -> None:
+    server.script.append(
+        Reply(
+            status=404,
+            body={"object": "error", "message": "The model `nope` does not exist.", "code": 404},
+        )
+    )
+    with pytest.raises(LLMError) as e:
+        await fast(server).complete(req())
+    msg = str(e.value)
+    assert "404" in msg and "The model `nope` does not exist." in msg and "'fake-model'" in msg
+    assert "\n" not in msg and len(server.seen) == 1
+
+
+async def test_401_names_the_env_var(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HAMMR_TEST_KEY", raising=False)
+    server.script.append(Reply(status=401, body={"error": {"message": "Invalid API key"}}))
+    with pytest.raises(LLMError) as e:
+        await fast(server, api_key_env="HAMMR_TEST_KEY").complete(req())
+    msg = str(e.value)
+    assert "rejected the API key" in msg and "HAMMR_TEST_KEY" in msg and "Invalid API key" in msg
+    assert len(server.seen) == 1
+
+
+async def test_other_4xx_is_not_retried(server: FakeServer) -> None:
+    server.script.append(Reply(status=400, body={"error": {"message": "bad grammar"}}))
+    with pytest.raises(LLMError, match=r"refused the request \(HTTP 400\): bad grammar"):
+        await fast(server).complete(req())
+    assert len(server.seen) == 1
+
+
+async def test_api_key_header(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAMMR_TEST_KEY", "sk-test-123")
+    await fast(server, api_key_env="HAMMR_TEST_KEY").complete(req())
+    assert server.seen[0].headers["authorization"] == "Bearer sk-test-123"
+
+
+async def test_completion_mode(server: FakeServer) -> None:
+    server.script.append(Reply(body=ok_body(" Paris", completion=True)))
+    llm = fast(server, mode="completion")
+    msgs = (Message("system", "Answer."), Message("user", "Capital of France?"))
+    resp = await llm.complete(LLMRequest(messages=msgs))
+    assert resp.text == " Paris"
+    [seen] = server.seen
+    assert seen.path == "/v1/completions"
+    assert seen.body["prompt"] == "Answer.\nCapital of France?\n"
+    assert "messages" not in seen.body
+
+
+@pytest.mark.parametrize(
+    ("kind", "support", "field", "value"),
+    [
+        ("llamacpp", "gbnf", "grammar", 'root ::= "yes"'),
+        ("vllm", "gbnf", "structured_outputs", {"grammar": 'root ::= "yes"'}),
+        ("sglang", "gbnf", "ebnf", 'root ::= "yes"'),
+        ("openai", "none", None, None),
+        ("gemini", "none", None, None),
+        ("ollama", "none", None, None),
+        ("auto", "none", None, None),
+    ],
+)
+async def test_grammar_field_per_server(
+    server: FakeServer, kind: Any, support: str, field: str | None, value: Any
+) -> None:
+    llm = fast(server, server=kind)
+    assert llm.grammar_support == support
+    await llm.complete(req(grammar='root ::= "yes"'))
+    body = server.seen[0].body
+    grammar_keys = {"grammar", "structured_outputs", "ebnf", "guided_grammar"}
+    if field is None:
+        assert not grammar_keys & body.keys()
+    else:
+        assert body[field] == value
+        assert grammar_keys & body.keys() == {field}
+
+
+async def test_json_schema_and_extra_body(server: FakeServer) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    llm = fast(
+        server, extra_body={"top_p": 0.9, "chat_template_kwargs": {"enable_thinking": False}}
+    )
+    await llm.complete(req(json_schema=schema))
+    body = server.seen[0].body
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema},
+    }
+    assert body["top_p"] == 0.9
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_usable_across_event_loops(server: FakeServer) -> None:
+    llm = fast(server)
+    assert asyncio.run(llm.complete(req())).text == "ok"
+    assert asyncio.run(llm.complete(req())).text == "ok"
+    asyncio.run(llm.aclose())
+    assert len(server.seen) == 2
+
+
+async def test_concurrent_calls_share_one_client(server: FakeServer) -> None:
+    async with fast(server) as llm:
+        out = await asyncio.gather(*(llm.complete(req(f"q{i}")) for i in range(8)))
+    assert [r.text for r in out] == ["ok"] * 8
+    assert sorted(s.body["messages"][0]["content"] for s in server.seen) == sorted(
+        f"q{i}" for i in range(8)
+    )
+
+
+async def test_cached_over_http(server: FakeServer, tmp_path: Path) -> None:
+    async with CachedLLM(fast(server, server="vllm"), tmp_path / "c.sqlite") as llm:
+        assert llm.grammar_support == "gbnf" and llm.name == "fake-model"
+        first = await llm.complete(req())
+        second = await llm.complete(req())
+    assert not first.cached and second.cached and second.text == first.text
+    assert second.usage == first.usage
+    assert len(server.seen) == 1
