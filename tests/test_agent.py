@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import pytest
 from PIL import Image as PILImage
 
 from hammr.agent import ReActAgent
-from hammr.backends.llm.base import GrammarSupport, LLMError, LLMRequest, LLMResponse
+from hammr.backends.llm.base import LLMError, LLMRequest
 from hammr.backends.llm.scripted import ScriptedLLM
 from hammr.tools.base import ToolContext, tool
 from hammr.tools.image_tools import CropImage
@@ -241,27 +240,11 @@ async def test_agent_tool_called_concurrently_shares_no_state_with_scripted_llm(
     assert [r.value for r in results] == ["7", "8", "9", "10"]
 
 
-@dataclass
-class GrammarLLM:
-    """A scripted fake that claims grammar support and records the grammar it was sent."""
-
-    inner: ScriptedLLM
-
-    @property
-    def name(self) -> str:
-        return "grammar-fake"
-
-    @property
-    def grammar_support(self) -> GrammarSupport:
-        return "gbnf"
-
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        return await self.inner.complete(request)
-
-
 async def test_grammar_sent_only_where_supported_with_scripted_llm() -> None:
-    inner = ScriptedLLM(["[Thought]: a\n[Act]: c = CropImage(image, [0, 0, 4, 4])", "[Finish]: y"])
-    await agent(GrammarLLM(inner)).run("q", {"image": img()})  # type: ignore[arg-type]
+    inner = ScriptedLLM(
+        ["[Thought]: a\n[Act]: c = CropImage(image, [0, 0, 4, 4])", "[Finish]: y"], grammar="gbnf"
+    )
+    await agent(inner).run("q", {"image": img()})
     g0, g1 = (r.grammar for r in inner.requests)
     assert g0 is not None and g1 is not None
     assert '"Width("' in g0 and '"FilterObjects("' not in g0
@@ -271,8 +254,8 @@ async def test_grammar_sent_only_where_supported_with_scripted_llm() -> None:
     await agent(plain).run("q", {"image": img()})
     assert plain.requests[0].grammar is None
 
-    off = ScriptedLLM(["[Finish]: y"])
-    await agent(GrammarLLM(off), grammar=False).run("q", {"image": img()})  # type: ignore[arg-type]
+    off = ScriptedLLM(["[Finish]: y"], grammar="gbnf")
+    await agent(off, grammar=False).run("q", {"image": img()})
     assert off.requests[0].grammar is None
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +141,24 @@ def test_missing_model_file_is_llm_error(tmp_path: Path) -> None:
     bogus.write_bytes(b"not a model")
     with pytest.raises(LLMError, match="not a GGUF"):
         EmbeddedLLM(bogus).load()
+
+
+def test_quiet_by_default(tmp_path: Path) -> None:
+    """A fresh process loading the model and hitting a bad grammar prints nothing to stderr."""
+    code = (
+        "from hammr.backends.llm.embedded import EmbeddedLLM\n"
+        "from hammr.backends.llm.base import LLMError, LLMRequest, Message\n"
+        "m = EmbeddedLLM(n_ctx=512)\n"
+        "r = m.complete_blocking(LLMRequest((Message('user', 'hi'),), max_tokens=2))\n"
+        "try:\n"
+        "    m.complete_blocking(LLMRequest((Message('user', 'hi'),), grammar='root ::= x('))\n"
+        "except LLMError as e:\n"
+        "    print('ERR', 'expecting' in str(e))\n"
+        "print('OK', r.usage.completion_tokens)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ERR", "True", "OK", "2"]
+    assert proc.stderr == ""

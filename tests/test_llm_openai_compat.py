@@ -3,13 +3,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,94 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from fake_openai_server import FakeServer, Reply, ok_body
 from hammr.backends.llm.base import ImagePart, LLMError, LLMRequest, Message
 from hammr.backends.llm.cache import CachedLLM
 from hammr.backends.llm.openai_compat import OpenAICompatLLM
 from hammr.values import Image
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes | dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-def ok_body(text: str = "ok", *, completion: bool = False) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-    if completion:
-        choice["text"] = text
-    else:
-        choice["message"] = {"role": "assistant", "content": text}
-    return {
-        "id": "x",
-        "model": "fake-model",
-        "choices": [choice],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-    }
-
-
-class FakeServer:
-    """An OpenAI-style server on 127.0.0.1 that plays scripted replies and records requests."""
-
-    def __init__(self) -> None:
-        self.script: list[Reply] = []
-        self.seen: list[Seen] = []
-        self.stop = threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.seen.append(
-                    Seen(
-                        self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
-                    )
-                )
-                reply = outer.script.pop(0) if outer.script else Reply()
-                if reply.delay:
-                    outer.stop.wait(reply.delay)
-                body = reply.body
-                if body is None:
-                    body = ok_body(completion=self.path.endswith("/v1/completions"))
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 64
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

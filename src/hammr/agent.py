@@ -5,13 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
-from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message
+from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message, run_sync
 from hammr.grammar import step_grammar
 from hammr.tools.base import (
-    BadArguments,
     Param,
     ParamKind,
     Tool,
@@ -21,7 +19,7 @@ from hammr.tools.base import (
     bind_arguments,
 )
 from hammr.trace import Step, StepUsage, Trace, encode_value
-from hammr.values import Image, Value, render_value
+from hammr.values import Value, render_value
 
 MAX_AGENT_DEPTH = 6
 
@@ -52,10 +50,6 @@ class AgentFailed(ToolError):
     def __init__(self, message: str, trace: Trace) -> None:
         super().__init__(message)
         self.trace = trace
-
-
-def _scalar(value: Value) -> bool:
-    return isinstance(value, str | int | float | bool) or value is None
 
 
 def observation_for(var: str, value: Value, result: ToolResult) -> str:
@@ -217,6 +211,17 @@ class ReActAgent:
             trace.latency_s = time.perf_counter() - started
         return AgentResult(trace.answer, trace)
 
+    def run_sync(
+        self,
+        question: str,
+        inputs: Mapping[str, Value] | None = None,
+        *,
+        ctx: ToolContext | None = None,
+        llm: LLM | None = None,
+    ) -> AgentResult:
+        """:meth:`run` for synchronous code (scripts, notebooks without a running loop)."""
+        return run_sync(self.run(question, inputs, ctx=ctx, llm=llm))
+
     async def _step(self, run: _Run, index: int, model: LLM, ctx: ToolContext) -> bool:
         step = Step(index=index)
         run.trace.steps.append(step)
@@ -314,13 +319,4 @@ class ReActAgent:
         run.messages.append(Message("user", f"[Observe]: {step.observation}"))
 
 
-def image_inputs(image: Image, **more: Value) -> dict[str, Value]:
-    """Convenience: the input variables of a single-image question."""
-    return {"image": image, **more}
-
-
-def describe_inputs(inputs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}: {render_value(v)}" for k, v in inputs.items())
-
-
-__all__ = ["AgentFailed", "AgentResult", "BadArguments", "ReActAgent", "image_inputs"]
+__all__ = ["AgentFailed", "AgentResult", "ReActAgent"]

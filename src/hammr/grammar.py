@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from hammr.tools.base import Param, Tool
-from hammr.values import Box, Entity, Image, Page, Value
+from hammr.values import Value, value_kind
 
 MAX_THOUGHT_WORDS = 40
 MAX_ANSWER_WORDS = 20
@@ -38,36 +38,12 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _var_kind(value: Value) -> str:
-    if isinstance(value, Image):
-        return "image"
-    if isinstance(value, Box):
-        return "box"
-    if isinstance(value, Page):
-        return "page"
-    if isinstance(value, Entity):
-        return "entity"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list) and value:
-        inner = {_var_kind(v) for v in value}
-        if len(inner) == 1:
-            return "list-" + inner.pop()
-    return "other"
-
-
 class _VarIndex:
     def __init__(self, variables: Mapping[str, Value]) -> None:
         self.by_kind: dict[str, list[str]] = {}
         self.all = [n for n in variables if re.fullmatch(r"[A-Za-z_]\w*", n)]
         for name in self.all:
-            self.by_kind.setdefault(_var_kind(variables[name]), []).append(name)
+            self.by_kind.setdefault(value_kind(variables[name]), []).append(name)
 
     def names(self, *kinds: str) -> list[str]:
         return [_q(n) for k in kinds for n in self.by_kind.get(k, [])]

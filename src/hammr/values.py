@@ -156,10 +156,13 @@ class Image:
                 pixels = probe.convert("RGB")
         except ImageLoadError:
             raise
+        except PILImage.DecompressionBombError:
+            raise ImageLoadError(
+                f"{where}: refused, the image is above the limit of {max_pixels} pixels "
+                "(a decompression bomb?)"
+            ) from None
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
             raise ImageLoadError(f"{where}: not a readable image ({e})") from None
-        except PILImage.DecompressionBombError as e:  # pragma: no cover - caught above usually
-            raise ImageLoadError(f"{where}: refused as a decompression bomb ({e})") from None
         return cls(pixels, source=source)
 
     @property
@@ -262,7 +265,9 @@ def _short(text: str, limit: int = _MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _kind(v: Value) -> str:
+def value_kind(v: Value) -> str:
+    """'image', 'box', 'page', 'entity', 'boolean', 'integer', 'number', 'text', 'list-<kind>'
+    for a non-empty list of one kind, else 'value'."""
     if isinstance(v, Box):
         return "box"
     if isinstance(v, Image):
@@ -273,11 +278,22 @@ def _kind(v: Value) -> str:
         return "entity"
     if isinstance(v, bool):
         return "boolean"
-    if isinstance(v, int | float):
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
         return "number"
     if isinstance(v, str):
         return "text"
+    if isinstance(v, list) and v:
+        inner = {value_kind(x) for x in v}
+        if len(inner) == 1:
+            return "list-" + inner.pop()
     return "value"
+
+
+def _kind(v: Value) -> str:
+    k = value_kind(v)
+    return "number" if k == "integer" else "value" if k.startswith("list-") else k
 
 
 def render_value(value: Value, limit: int = _MAX_TEXT) -> str:

@@ -78,11 +78,6 @@ _registry: dict[tuple[str, int, int], _Loaded] = {}
 _registry_lock = threading.Lock()
 
 
-def _default_threads() -> int:
-    # Half the cores: llama.cpp's threads collapse badly when the CPU is oversubscribed.
-    return max(1, min((os.cpu_count() or 2) // 2, 8))
-
-
 def _load(path: Path, n_ctx: int, n_threads: int, verbose: bool) -> _Loaded:
     try:
         import xllamacpp
@@ -181,7 +176,7 @@ class EmbeddedLLM:
             raise ValueError(f"mode must be 'chat' or 'completion', not {mode!r}")
         self._model_path = Path(model_path) if model_path is not None else None
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or _default_threads()
+        self.n_threads = n_threads or -1  # -1: llama.cpp picks (its count of physical cores)
         self.mode: Mode = mode
         self.verbose = verbose
         self.seed = seed

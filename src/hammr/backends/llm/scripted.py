@@ -28,6 +28,8 @@ class ScriptedLLM:
 
     script: list[str] | Responder
     model: str = "scripted"
+    grammar: GrammarSupport = "none"
+    """'gbnf' claims grammar support, to test that path; grammars are recorded, not applied."""
     requests: list[LLMRequest] = field(default_factory=list)
     _next: int = 0
 
@@ -41,7 +43,7 @@ class ScriptedLLM:
 
     @property
     def grammar_support(self) -> GrammarSupport:
-        return "none"
+        return self.grammar
 
     @property
     def calls(self) -> int:

@@ -1,0 +1,52 @@
+"""Run every benchmark and print one table each.
+
+.venv/bin/python benchmarks/run.py            # both
+.venv/bin/python benchmarks/run.py overhead   # (a) only, a few seconds
+.venv/bin/python benchmarks/run.py grammar    # (b) only, minutes on 2 CPU cores
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+import grammar_wellformed
+import step_overhead
+
+
+def table(title: str, columns: list[str], rows: list[tuple[str, ...]]) -> Table:
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c, justify="left" if c == columns[0] else "right")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def main(argv: list[str]) -> None:
+    which = set(argv) or {"overhead", "grammar"}
+    console = Console()
+    if "overhead" in which:
+        rows = step_overhead.run()
+        console.print(
+            table(
+                "(a) framework overhead per ReAct step (target: median < 1 ms)",
+                ["setting", "median per step", "p90 per step"],
+                rows,
+            )
+        )
+    if "grammar" in which:
+        rows = grammar_wellformed.run()
+        console.print(
+            table(
+                "(b) embedded model, 20 questions, well-formed actions (target: 100% with grammar)",
+                ["setting", "steps", "well formed", "bad args", "repeats", "answered", "s/step"],
+                rows,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
