@@ -27,7 +27,7 @@ def table(title: str, columns: list[str], rows: list[tuple[str, ...]]) -> Table:
 
 def main(argv: list[str]) -> None:
     which = set(argv) or {"overhead", "grammar"}
-    console = Console()
+    console = Console(width=120)
     if "overhead" in which:
         rows = step_overhead.run()
         console.print(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +16,25 @@ EXAMPLES = ROOT / "examples"
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None,
     reason="tesseract is not installed (Debian: tesseract-ocr tesseract-ocr-eng)",
+)
+
+
+def _embedded_skip_reason() -> str | None:
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "xllamacpp is not installed (pip install xllamacpp)"
+    from hammr.backends.llm.base import LLMError
+    from hammr.backends.llm.embedded import default_model_path
+
+    try:
+        default_model_path()
+    except LLMError as e:
+        return f"the embedded model is missing: {e}"
+    return None
+
+
+_EMBEDDED_REASON = _embedded_skip_reason()
+needs_embedded_model = pytest.mark.skipif(
+    _EMBEDDED_REASON is not None, reason=_EMBEDDED_REASON or ""
 )
 
 

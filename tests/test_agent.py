@@ -281,3 +281,25 @@ async def test_repeating_an_action_is_refused_with_a_hint_with_scripted_llm() ->
     assert kinds == [None, "repeated_action", "repeated_action"]
     assert "step 1 already ran w = Width(image)" in (r.trace.steps[1].error or "")
     assert "[Finish]" in r.trace.steps[1].observation
+
+
+async def test_last_step_asks_for_finish_and_grammar_allows_only_finish_with_scripted_llm() -> None:
+    def respond(req: LLMRequest) -> str:
+        n = len(req.messages)
+        return f"[Act]: CropImage(image, [0, 0, {n}, {n}])"
+
+    llm = ScriptedLLM(respond, grammar="gbnf")
+    r = await agent(llm, max_steps=3).run("q", {"image": img()})
+    first, last = llm.requests[0], llm.requests[-1]
+    assert "(act | finish)" in (first.grammar or "")
+    assert 'root ::= "[Thought]: " thought "\\n" finish' in (last.grammar or "")
+    assert "This is your last step" in last.messages[-1].text()
+    assert [s.forced for s in r.trace.steps] == [False, False, True]
+    assert r.trace.status == "step_limit"  # the scripted model ignored the request
+
+
+async def test_after_a_repeat_the_next_call_samples_with_scripted_llm() -> None:
+    llm = ScriptedLLM(lambda req: "[Act]: w = Width(image)")
+    await agent(llm, max_steps=3, finish_on_last_step=False).run("q", {"image": img()})
+    temps = [(r.temperature, r.seed) for r in llm.requests]
+    assert temps == [(0.0, None), (0.0, None), (0.7, 2)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import re
 import subprocess
 import sys
@@ -12,22 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_embedded_model
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message
 from hammr.backends.llm.embedded import EmbeddedLLM, default_model_path
 
-
-def _skip_reason() -> str | None:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return "xllamacpp is not installed (pip install xllamacpp)"
-    try:
-        default_model_path()
-    except LLMError as e:
-        return f"default GGUF missing: {e}"
-    return None
-
-
-_reason = _skip_reason()
-pytestmark = pytest.mark.skipif(_reason is not None, reason=_reason or "")
+pytestmark = needs_embedded_model
 
 ACT = 'root ::= "[Act]: " ("Foo" | "Bar") "(" [a-z]{1,6} ")"'
 ACT_RE = re.compile(r"\[Act\]: (Foo|Bar)\([a-z]{1,6}\)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -289,7 +290,9 @@ def parse_act(
         raise ParseError("syntax", f"the action is longer than {MAX_ACTION_CHARS} characters")
     code = _call_extent(text).strip()
     try:
-        module = ast.parse(code, mode="exec")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. invalid escape sequences in junk
+            module = ast.parse(code, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
         msg = getattr(e, "msg", None) or str(e) or type(e).__name__
         raise ParseError(

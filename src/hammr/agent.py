@@ -34,6 +34,9 @@ When you know the answer, write:
 [Finish]: the short answer"""
 
 
+LAST_STEP_NOTE = "This is your last step: write [Thought] and [Finish] with your best answer."
+
+
 @dataclass
 class AgentResult:
     answer: str | None
@@ -81,6 +84,11 @@ class ReActAgent:
     ``inputs`` names the variables a caller hands over (by default one image called ``image``);
     when the agent is used as a tool, its parameters are the question followed by these inputs.
     ``llm=None`` means: use the model of whoever runs it (the :class:`ToolContext`).
+
+    Two habits of weak models are handled here. After a repeated action the next call
+    samples (temperature >= 0.7, seeded by the step) instead of decoding greedily into the
+    same loop. With ``finish_on_last_step`` the last step asks for a [Finish] (and, under a
+    grammar, allows nothing else); such a step is marked ``forced`` in the trace.
     """
 
     def __init__(
@@ -96,6 +104,7 @@ class ReActAgent:
         max_tokens: int = 256,
         temperature: float = 0.0,
         grammar: bool | None = None,
+        finish_on_last_step: bool = True,
     ) -> None:
         names = [t.name for t in tools]
         dupes = {n for n in names if names.count(n) > 1}
@@ -115,6 +124,7 @@ class ReActAgent:
         self.temperature = temperature
         self.grammar = grammar
         """True: always constrain; False: never; None: when the backend supports grammars."""
+        self.finish_on_last_step = finish_on_last_step
         self._system_prompt: str | None = None
 
     # -- the Tool protocol ----------------------------------------------------------------
@@ -224,15 +234,26 @@ class ReActAgent:
 
     async def _step(self, run: _Run, index: int, model: LLM, ctx: ToolContext) -> bool:
         step = Step(index=index)
+        previous = run.trace.steps[-1] if run.trace.steps else None
         run.trace.steps.append(step)
+        messages = list(run.messages)
+        step.forced = self.finish_on_last_step and index == self.max_steps - 1 and index > 0
+        if step.forced:
+            last = messages[-1]
+            messages[-1] = Message(last.role, last.text() + "\n" + LAST_STEP_NOTE)
+        temperature, seed = self.temperature, None
+        if previous is not None and previous.error_kind == "repeated_action":
+            temperature, seed = max(temperature, 0.7), index
+        grammar = None
+        if self._use_grammar(model):
+            grammar = step_grammar(self.tools.values(), run.variables, finish_only=step.forced)
         request = LLMRequest(
-            messages=tuple(run.messages),
+            messages=tuple(messages),
             max_tokens=self.max_tokens,
-            temperature=self.temperature,
+            temperature=temperature,
+            seed=seed,
             stop=("[Observe]", "\n[Observe"),
-            grammar=step_grammar(self.tools.values(), run.variables)
-            if self._use_grammar(model)
-            else None,
+            grammar=grammar,
         )
         t0 = time.perf_counter()
         try:

@@ -111,6 +111,8 @@ def ask(
             result = run_sync(agent.run(question, {"image": img}, ctx=ctx))
         except LLMError as e:
             _fail(str(e))
+        except KeyboardInterrupt:
+            _fail("interrupted", code=130)
     trace = result.trace
     if trace_path is not None:
         trace.save(trace_path)

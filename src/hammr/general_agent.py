@@ -15,15 +15,6 @@ number or a short phrase."""
 
 EXAMPLES = [
     """\
-Question: What is written on the sign?
-Variables:
-- image: image 800x600
-[Thought]: The sign has text; I will read all the text in the image.
-[Act]: text = OCR(image)
-[Observe]: OPEN 24 HOURS (stored in 'text')
-[Thought]: The sign says OPEN 24 HOURS.
-[Finish]: OPEN 24 HOURS""",
-    """\
 Question: What does the small label in the top-left corner say?
 Variables:
 - image: image 640x480
@@ -36,6 +27,15 @@ Variables:
 [Observe]: EXIT (stored in 'label')
 [Thought]: The label says EXIT.
 [Finish]: EXIT""",
+    """\
+Question: What is written on the sign?
+Variables:
+- image: image 800x600
+[Thought]: The sign has text; I will read all the text in the image.
+[Act]: text = OCR(image)
+[Observe]: OPEN 24 HOURS (stored in 'text')
+[Thought]: The sign says OPEN 24 HOURS.
+[Finish]: OPEN 24 HOURS""",
 ]
 
 

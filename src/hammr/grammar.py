@@ -99,8 +99,13 @@ def _rule_name(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower() or "x"
 
 
-def step_grammar(tools: Iterable[Tool], variables: Mapping[str, Value]) -> str:
-    """The grammar of one step for these tools over these live variables."""
+def step_grammar(
+    tools: Iterable[Tool], variables: Mapping[str, Value], *, finish_only: bool = False
+) -> str:
+    """The grammar of one step for these tools over these live variables.
+
+    ``finish_only`` allows nothing but a thought and a [Finish] (an agent's last step).
+    """
     vars_ = _VarIndex(variables)
     rules: list[str] = []
     calls: list[str] = []
@@ -132,7 +137,7 @@ def step_grammar(tools: Iterable[Tool], variables: Mapping[str, Value]) -> str:
         calls.append(name)
     acts = " | ".join(calls) if calls else '"NoTool()"'
     head = [
-        'root ::= "[Thought]: " thought "\\n" (act | finish)',
+        f'root ::= "[Thought]: " thought "\\n" {"finish" if finish_only else "(act | finish)"}',
         f'thought ::= tword (" " tword){{0,{MAX_THOUGHT_WORDS}}}',
         "tword ::= [^ \\n\\[] [^ \\n]{0,24}",
         'act ::= "[Act]: " (target " = ")? call',

@@ -70,6 +70,8 @@ class Step:
     tool_latency_s: float = 0.0
     usage: StepUsage = field(default_factory=StepUsage)
     cached: bool = False
+    forced: bool = False
+    """The last step, where the agent was asked to (and under a grammar could only) finish."""
     child: Trace | None = None
 
     def to_dict(self) -> dict[str, JSON]:

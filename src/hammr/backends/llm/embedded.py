@@ -7,12 +7,15 @@ scripts/setup.sh``); hammr only reads the ``.gguf`` file and never imports that 
 Loaded models are shared in-process: every :class:`EmbeddedLLM` with the same
 ``(model_path, n_ctx, n_threads)`` uses one llama.cpp server with one slot, and calls on it
 run one at a time. Consecutive prompts sharing a prefix reuse the slot's KV cache, so an
-agent's growing prompt is only evaluated from where it changed.
+agent's growing prompt is only evaluated from where it changed. (There is one slot, so
+interleaving unrelated prompts, or chat and completion mode on one model, evicts that cache.)
 
-Logging: llama.cpp's log is quiet unless ``verbose=True``. Grammar parse errors are written
-by llama.cpp straight to the C ``stderr``; the first call with each distinct grammar therefore
-runs with fd 2 captured, and the captured text goes into the :class:`LLMError` (on failure)
-or is written back to stderr unchanged (on success, normally empty).
+Logging: llama.cpp's log is quiet unless ``verbose=True`` (set when the shared model is
+first loaded; a later ``verbose=True`` object attached to a quiet model stays quiet).
+Grammar parse errors are written by llama.cpp straight to the C ``stderr``; the first call
+with each distinct grammar therefore runs with fd 2 captured, and the captured text goes into
+the :class:`LLMError` (on failure) or is written back to stderr unchanged (on success,
+normally empty).
 """
 
 from __future__ import annotations
