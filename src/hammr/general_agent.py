@@ -33,9 +33,9 @@ Variables:
 - image: image 800x600
 [Thought]: The sign has text; I will read all the text in the image.
 [Act]: text = OCR(image)
-[Observe]: OPEN 24 HOURS (stored in 'text')
-[Thought]: The sign says OPEN 24 HOURS.
-[Finish]: OPEN 24 HOURS""",
+[Observe]: NO PARKING (stored in 'text')
+[Thought]: The sign says NO PARKING.
+[Finish]: NO PARKING""",
 ]
 
 
