@@ -159,3 +159,22 @@ def test_replay_of_a_non_trace_is_one_line(tmp_path: Path) -> None:
 def test_help_teaches() -> None:
     code, out, _ = run(["ask", "--help"])
     assert code == 0 and "Examples:" in out and "hammr.toml" in out
+
+
+def test_ask_over_a_plain_completion_endpoint_with_scripted_server(server: FakeServer) -> None:
+    server.script = [
+        Reply(
+            body=ok_body(
+                "[Thought]: measure\n[Act]: c = CropImage(image, [0, 0, 5, 5])", completion=True
+            )
+        ),
+        Reply(body=ok_body("[Thought]: done\n[Finish]: five", completion=True)),
+    ]
+    env = {**env_for(server), "HAMMR_LLM__MODE": "completion"}
+    code, out, err = run(["ask", str(EXAMPLES / "plate.png"), "How big?"], env)
+    assert code == 0, err
+    assert out.strip() == "five"
+    assert [s.path for s in server.seen] == ["/v1/completions", "/v1/completions"]
+    prompt = server.seen[1].body["prompt"]
+    assert "Question: How big?" in prompt
+    assert "[Observe]: image 5x5 (region left:0/top:0/width:5/height:5 of the original)" in prompt

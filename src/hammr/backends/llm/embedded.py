@@ -207,6 +207,14 @@ class EmbeddedLLM:
         if self._loaded is None:
             self._loaded = loaded_model(self.model_path, self.n_ctx, self.n_threads, self.verbose)
 
+    @property
+    def server_url(self) -> str:
+        """The loopback URL (``http://127.0.0.1:PORT/v1``) where llama.cpp also serves this
+        model over its OpenAI-compatible HTTP API; loads the model if needed."""
+        self.load()
+        assert self._loaded is not None
+        return str(self._loaded.server.listening_address).rstrip("/") + "/v1"
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         return await asyncio.to_thread(self.complete_blocking, request)
 
