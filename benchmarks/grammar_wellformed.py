@@ -14,6 +14,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import Progress
+
 from hammr.backends.llm.embedded import EmbeddedLLM
 from hammr.general_agent import general_agent
 from hammr.tools.base import ToolContext
@@ -56,10 +59,14 @@ async def run_mode(grammar: bool, max_steps: int, limit: int) -> list[Trace]:
     agent = general_agent(tools, max_steps=max_steps, grammar=grammar)
     traces = []
     images = {name: Image.open(EXAMPLES / name) for name in {q[0] for q in QUESTIONS}}
-    for name, question in QUESTIONS[:limit]:
-        ctx = ToolContext(backends=backends, llm=llm)
-        result = await agent.run(question, {"image": images[name]}, ctx=ctx)
-        traces.append(result.trace)
+    label = f"grammar {'on' if grammar else 'off'}"
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(label, total=min(limit, len(QUESTIONS)))
+        for name, question in QUESTIONS[:limit]:
+            ctx = ToolContext(backends=backends, llm=llm)
+            result = await agent.run(question, {"image": images[name]}, ctx=ctx)
+            traces.append(result.trace)
+            progress.advance(task)
     return traces
 
 

@@ -303,3 +303,35 @@ async def test_after_a_repeat_the_next_call_samples_with_scripted_llm() -> None:
     await agent(llm, max_steps=3, finish_on_last_step=False).run("q", {"image": img()})
     temps = [(r.temperature, r.seed) for r in llm.requests]
     assert temps == [(0.0, None), (0.0, None), (0.7, 2)]
+
+
+async def test_on_step_reports_every_agent_in_the_run_with_scripted_llm() -> None:
+    child = ReActAgent(
+        "Kid", "k", ".", [Width], llm=ScriptedLLM(["[Act]: Width(image)", "[Finish]: 1"])
+    )
+    parent = ReActAgent(
+        "P", "", ".", [child], llm=ScriptedLLM(["[Act]: Kid('q', image)", "[Finish]: 2"])
+    )
+    seen: list[tuple[str, int, int, str | None]] = []
+    ctx = ToolContext(on_step=lambda a, d, s: seen.append((a, d, s.index, s.action)))
+    await parent.run("q", {"image": img()}, ctx=ctx)
+    assert seen == [
+        ("P", 0, 0, None),
+        ("Kid", 1, 0, None),
+        ("Kid", 1, 0, "Width(image)"),
+        ("Kid", 1, 1, None),
+        ("Kid", 1, 1, None),
+        ("P", 0, 0, "Kid('q', image)"),
+        ("P", 0, 1, None),
+        ("P", 0, 1, None),
+    ]
+
+
+async def test_grandchild_without_llm_uses_its_callers_model_with_scripted_llm() -> None:
+    grandchild = ReActAgent("G", "g", ".", [Width])
+    child_llm = ScriptedLLM(["[Act]: G('q', image)", "[Finish]: from G", "[Finish]: child"])
+    child = ReActAgent("C", "c", ".", [grandchild], llm=child_llm)
+    parent_llm = ScriptedLLM(["[Act]: C('q', image)", "[Finish]: parent"])
+    r = await ReActAgent("P", "", ".", [child], llm=parent_llm).run("q", {"image": img()})
+    assert r.answer == "parent"
+    assert child_llm.calls == 3 and parent_llm.calls == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message, run_sync
@@ -149,8 +149,7 @@ class ReActAgent:
             raise ToolError(f"agents are nested more than {MAX_AGENT_DEPTH} deep; answer directly")
         question = str(args["question"])
         inputs = {n: args[n] for n in self.inputs}
-        child_ctx = ToolContext(backends=ctx.backends, llm=ctx.llm, depth=ctx.depth + 1)
-        result = await self.run(question, inputs, ctx=child_ctx)
+        result = await self.run(question, inputs, ctx=ctx.child())
         if result.answer is None:
             reason = result.trace.error or result.trace.status
             raise AgentFailed(f"{self.name} could not answer: {reason}", result.trace)
@@ -193,8 +192,8 @@ class ReActAgent:
         model = llm or self.llm or ctx.llm
         if model is None:
             raise ValueError(f"agent {self.name} has no LLM: pass llm= or set ToolContext.llm")
-        if ctx.llm is None:
-            ctx = ToolContext(backends=ctx.backends, llm=model, depth=ctx.depth)
+        if ctx.llm is not model:
+            ctx = replace(ctx, llm=model)  # agents this one calls inherit its model
         if not question or not question.strip():
             raise ValueError("the question is empty")
         variables: dict[str, Value] = dict(inputs or {})
@@ -212,6 +211,8 @@ class ReActAgent:
         try:
             for index in range(self.max_steps):
                 done = await self._step(run, index, model, ctx)
+                if ctx.on_step is not None:
+                    ctx.on_step(self.name, ctx.depth, trace.steps[-1])
                 if done:
                     break
             else:
@@ -255,6 +256,8 @@ class ReActAgent:
             stop=("[Observe]", "\n[Observe"),
             grammar=grammar,
         )
+        if ctx.on_step is not None:
+            ctx.on_step(self.name, ctx.depth, step)
         t0 = time.perf_counter()
         try:
             response = await model.complete(request)

@@ -105,8 +105,8 @@ def ask(
     except (ConfigError, ImageLoadError, LLMError) as e:
         _fail(str(e))
     agent = agents[agent_name]
-    ctx = ToolContext(backends=backends, llm=llm)
-    with _status(f"{agent.name} is working on it"):
+    with _Progress(f"{agent.name} is working on it") as progress:
+        ctx = ToolContext(backends=backends, llm=llm, on_step=progress.on_step)
         try:
             result = run_sync(agent.run(question, {"image": img}, ctx=ctx))
         except LLMError as e:
@@ -125,23 +125,29 @@ def ask(
     click.echo(result.answer)
 
 
-class _status:
-    """A spinner on stderr while the agent works, only when stderr is a terminal."""
+class _Progress:
+    """A spinner on stderr naming the agent, step and action in flight (terminals only)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._cm: Any = None
+        self._status: Any = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _Progress:
         if sys.stderr.isatty():
             from rich.console import Console
 
-            self._cm = Console(stderr=True).status(self.text)
-            self._cm.__enter__()
+            self._status = Console(stderr=True).status(self.text)
+            self._status.__enter__()
+        return self
+
+    def on_step(self, agent: str, depth: int, step: Any) -> None:
+        if self._status is not None:
+            doing = step.action or ("thinking" if not step.raw else step.error_kind or "done")
+            self._status.update(f"{'  ' * depth}{agent} · step {step.index + 1} · {doing}")
 
     def __exit__(self, *exc: object) -> None:
-        if self._cm is not None:
-            self._cm.__exit__(*exc)
+        if self._status is not None:
+            self._status.__exit__(*exc)
 
 
 @main.command()

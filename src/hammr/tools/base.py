@@ -15,7 +15,7 @@ import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from hammr.values import Box, Entity, Image, Page, Value, ValueError_
@@ -136,6 +136,13 @@ class ToolContext:
     llm: Any = None
     depth: int = 0
     """How many agents deep this call is (the top agent is 0)."""
+    on_step: Callable[[str, int, Any], None] | None = None
+    """Called as ``on_step(agent_name, depth, step)`` when any agent in the run starts a step
+    and again when it has finished it (progress displays)."""
+
+    def child(self) -> ToolContext:
+        """The context for an agent called one level deeper."""
+        return replace(self, depth=self.depth + 1)
 
     def backend(self, capability: str) -> Any:
         b = self.backends.get(capability)
