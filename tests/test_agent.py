@@ -335,3 +335,17 @@ async def test_grandchild_without_llm_uses_its_callers_model_with_scripted_llm()
     r = await ReActAgent("P", "", ".", [child], llm=parent_llm).run("q", {"image": img()})
     assert r.answer == "parent"
     assert child_llm.calls == 3 and parent_llm.calls == 2
+
+
+async def test_same_call_on_a_rebound_variable_is_not_a_repeat_with_scripted_llm() -> None:
+    llm = ScriptedLLM(
+        [
+            "[Act]: w = Width(image)",
+            "[Act]: image = CropImage(image, [0, 0, 10, 10])",
+            "[Act]: w = Width(image)",
+            "[Finish]: done",
+        ]
+    )
+    r = await agent(llm).run("q", {"image": img()})
+    assert [s.error_kind for s in r.trace.steps] == [None, None, None, None]
+    assert [s.output for s in r.trace.steps[::2][:2]] == [64, 10]

@@ -68,6 +68,8 @@ class _Run:
     messages: list[Message]
     trace: Trace
     auto_names: dict[str, int] = field(default_factory=dict)
+    bound_at: dict[str, int] = field(default_factory=dict)
+    """The step that last stored each variable (inputs are absent)."""
 
     def auto_name(self, tool: str) -> str:
         base = "".join(ch if ch.isalnum() else "_" for ch in tool.lower()) or "out"
@@ -295,8 +297,10 @@ class ReActAgent:
             (s for s in run.trace.steps[:-1] if s.action == step.action and not s.error_kind),
             None,
         )
-        if earlier is not None:
-            # Weak models loop on one call; running it again cannot change anything.
+        if earlier is not None and all(
+            run.bound_at.get(v.name, -1) < earlier.index for v in act.variables()
+        ):
+            # Weak models loop on one call; with the same inputs it cannot give anything new.
             self._fail(
                 run,
                 step,
@@ -330,6 +334,7 @@ class ReActAgent:
             step.tool_latency_s = time.perf_counter() - t0
         var = act.target or run.auto_name(act.tool)
         run.variables[var] = result.value
+        run.bound_at[var] = step.index
         step.output_var = var
         step.output = encode_value(result.value, run.trace.images)
         step.child = result.child_trace
