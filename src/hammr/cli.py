@@ -89,7 +89,7 @@ def ask(
     try:
         cfg = load_config(config_path)
         img = Image.open(image, max_pixels=int(cfg.get("images.max_pixels")))
-        backends = build_backends(cfg)
+        backends = build_backends(cfg).backends
         tools = [
             t
             for t in builtin_tools()
@@ -199,15 +199,17 @@ def tools_cmd(config_path: Path | None) -> None:
     from hammr.tools.library import builtin_tools
 
     try:
-        backends = build_backends(load_config(config_path))
+        built = build_backends(load_config(config_path))
     except ConfigError as e:
         _fail(str(e))
     for t in builtin_tools():
         cap = getattr(t, "capability", None)
         if cap is None:
             state = "built in"
-        elif cap in backends:
-            state = f"{cap}: {backends[cap]!r}"
+        elif cap in built.backends:
+            state = f"{cap}: {built.backends[cap]!r}"
+        elif cap in built.unavailable:
+            state = f"{cap}: UNAVAILABLE: {built.unavailable[cap]}"
         else:
             state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
         click.echo(f"{t.card()}\n  [{state}]\n")

@@ -44,6 +44,14 @@ DEFAULTS: dict[str, Any] = {
     "agent": {
         "max_steps": 8,
     },
+    # a served vision-language model that capabilities with backend = "vlm" share
+    "vlm": {
+        "base_url": "",
+        "model": "",
+        "api_key_env": "OPENAI_API_KEY",
+        "timeout_s": 60.0,
+        "max_retries": 3,
+    },
     "images": {
         "max_pixels": 64_000_000,
     },

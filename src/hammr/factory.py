@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hammr.backends.llm.base import LLM
 from hammr.config import Config, ConfigError
+
+if TYPE_CHECKING:
+    from hammr.backends.registry import BuiltBackends
 
 
 def default_cache_path() -> Path:
@@ -56,10 +59,11 @@ def grammar_setting(cfg: Config) -> bool | None:
     return {"on": True, "off": False}.get(str(cfg.get("llm.grammar")))
 
 
-def build_backends(cfg: Config) -> dict[str, Any]:
-    from hammr.tools.library import default_backends
+def build_backends(cfg: Config) -> BuiltBackends:
+    """Every capability's backend, plus why any configured one could not be built."""
+    from hammr.backends.registry import build_backends as build
 
     try:
-        return default_backends(cfg.section("tools"))
+        return build(cfg.section("tools"), cfg.section("vlm"))
     except ValueError as e:
         raise ConfigError(str(e)) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import threading
+from typing import Any
 
 import pytesseract
 from PIL import Image as PILImage
@@ -156,3 +157,26 @@ class TesseractOCR:
                     f"install it with: apt-get install {packages}"
                 )
             self._langs_checked = True
+
+
+OPTIONS: dict[str, type] = {
+    "lang": str,
+    "psm": int,
+    "timeout_s": float,
+    "min_height": int,
+    "target_height": int,
+    "max_workers": int,
+    "cmd": str,
+}
+
+
+def from_config(options: dict[str, Any]) -> TesseractOCR:
+    """The ``[tools.ocr] backend = "tesseract"`` factory."""
+    from hammr.backends.registry import BackendUnavailable, parse_options
+
+    opts = parse_options("tools.ocr", options, OPTIONS)
+    if not tesseract_available(opts.get("cmd")):
+        raise BackendUnavailable(
+            f"tesseract is not installed; apt-get install {DEBIAN_PACKAGES}"
+        )
+    return TesseractOCR(**opts)
