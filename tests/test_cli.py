@@ -178,3 +178,30 @@ def test_ask_over_a_plain_completion_endpoint_with_scripted_server(server: FakeS
     prompt = server.seen[1].body["prompt"]
     assert "Question: How big?" in prompt
     assert "[Observe]: image 5x5 (region left:0/top:0/width:5/height:5 of the original)" in prompt
+
+
+def test_ask_with_second_image_and_point_inputs_with_scripted_server(server: FakeServer) -> None:
+    server.script = [Reply(body=ok_body("[Thought]: ok\n[Finish]: same"))]
+    code, out, err = run(
+        [
+            "ask",
+            str(EXAMPLES / "plate.png"),
+            "Do the images match near the point?",
+            "--image2",
+            str(EXAMPLES / "sign.png"),
+            "--point",
+            "100, 230",
+        ],
+        env_for(server),
+    )
+    assert code == 0, err
+    assert out.strip() == "same"
+    task = server.seen[0].body["messages"][1]["content"]
+    assert "- image: image 640x432" in task
+    assert "- image2: image " in task
+    assert "- point: [100, 230]" in task
+
+
+def test_ask_point_outside_image_is_a_usage_error() -> None:
+    code, _, err = run(["ask", str(EXAMPLES / "plate.png"), "q", "--point", "5000,1"])
+    assert code == 2 and "outside the 640x432 image" in err

@@ -10,7 +10,7 @@ import click
 
 from hammr.backends.llm.base import LLMError, run_sync
 from hammr.config import ConfigError, load_config
-from hammr.values import ImageLoadError
+from hammr.values import Image, ImageLoadError
 
 EPILOG_ASK = """\b
 Examples:
@@ -61,6 +61,19 @@ def main() -> None:
 @click.option("--show", is_flag=True, help="Print every step as a tree after the answer.")
 @click.option("--max-steps", type=int, help="Step limit (default: agent.max_steps).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
+@click.option(
+    "--image2",
+    "image2",
+    type=click.Path(path_type=Path),
+    help="A second image, for two-image questions (variable 'image2').",
+)
+@click.option(
+    "--point",
+    "point",
+    type=str,
+    metavar="X,Y",
+    help="A point in IMAGE's pixels the question refers to (variable 'point').",
+)
 def ask(
     image: Path,
     question: str,
@@ -70,6 +83,8 @@ def ask(
     show: bool,
     max_steps: int | None,
     no_cache: bool,
+    image2: Path | None,
+    point: str | None,
 ) -> None:
     """Answer QUESTION about the picture in IMAGE.
 
@@ -82,13 +97,18 @@ def ask(
     from hammr.tools.base import ToolContext
     from hammr.tools.library import builtin_tools
     from hammr.trace import format_trace
-    from hammr.values import Image
 
     if not question.strip():
         _fail("the question is empty")
     try:
         cfg = load_config(config_path)
-        img = Image.open(image, max_pixels=int(cfg.get("images.max_pixels")))
+        max_pixels = int(cfg.get("images.max_pixels"))
+        img = Image.open(image, max_pixels=max_pixels)
+        inputs: dict[str, object] = {"image": img}
+        if image2 is not None:
+            inputs["image2"] = Image.open(image2, max_pixels=max_pixels)
+        if point is not None:
+            inputs["point"] = _parse_point(point, img)
         backends = build_backends(cfg).backends
         tools = [
             t
@@ -108,7 +128,7 @@ def ask(
     with _Progress(f"{agent.name} is working on it") as progress:
         ctx = ToolContext(backends=backends, llm=llm, on_step=progress.on_step)
         try:
-            result = run_sync(agent.run(question, {"image": img}, ctx=ctx))
+            result = run_sync(agent.run(question, inputs, ctx=ctx))
         except LLMError as e:
             _fail(str(e))
         except KeyboardInterrupt:
@@ -123,6 +143,21 @@ def ask(
         click.echo(f"hammr: no answer ({trace.status}: {trace.error})", err=True)
         sys.exit(1)
     click.echo(result.answer)
+
+
+def _parse_point(text: str, image: Image) -> tuple[float, float]:
+    try:
+        x, y = (float(v) for v in text.replace(" ", "").split(","))
+    except ValueError:
+        raise click.BadParameter(
+            f"expected X,Y such as 120,80; got {text!r}", param_hint="--point"
+        ) from None
+    if not (0 <= x < image.width and 0 <= y < image.height):
+        raise click.BadParameter(
+            f"({x:g}, {y:g}) is outside the {image.width}x{image.height} image",
+            param_hint="--point",
+        )
+    return (x, y)
 
 
 class _Progress:

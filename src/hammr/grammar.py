@@ -87,7 +87,7 @@ def _alternatives(param: Param, vars_: _VarIndex, vectorised: bool) -> list[str]
     if k == "boolean":
         return ["lit-bool", *vars_.names("boolean")]
     if k == "point":
-        return ["lit-point"]
+        return ["lit-point", *vars_.names("point")]
     if k == "page":
         return vars_.names("page")
     if k == "entity":

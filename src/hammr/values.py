@@ -266,8 +266,8 @@ def _short(text: str, limit: int = _MAX_TEXT) -> str:
 
 
 def value_kind(v: Value) -> str:
-    """'image', 'box', 'page', 'entity', 'boolean', 'integer', 'number', 'text', 'list-<kind>'
-    for a non-empty list of one kind, else 'value'."""
+    """'image', 'box', 'page', 'entity', 'boolean', 'integer', 'number', 'text', 'point' (an
+    (x, y) tuple), 'list-<kind>' for a non-empty list of one kind, else 'value'."""
     if isinstance(v, Box):
         return "box"
     if isinstance(v, Image):
@@ -284,6 +284,12 @@ def value_kind(v: Value) -> str:
         return "number"
     if isinstance(v, str):
         return "text"
+    if (
+        isinstance(v, tuple)
+        and len(v) == 2
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+    ):
+        return "point"
     if isinstance(v, list) and v:
         inner = {value_kind(x) for x in v}
         if len(inner) == 1:
@@ -293,7 +299,9 @@ def value_kind(v: Value) -> str:
 
 def _kind(v: Value) -> str:
     k = value_kind(v)
-    return "number" if k == "integer" else "value" if k.startswith("list-") else k
+    if k == "integer":
+        return "number"
+    return "value" if k.startswith("list-") or k == "point" else k
 
 
 def render_value(value: Value, limit: int = _MAX_TEXT) -> str:

