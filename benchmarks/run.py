@@ -1,8 +1,9 @@
 """Run every benchmark and print one table each.
 
-.venv/bin/python benchmarks/run.py            # both
+.venv/bin/python benchmarks/run.py            # all of them
 .venv/bin/python benchmarks/run.py overhead   # (a) only, a few seconds
 .venv/bin/python benchmarks/run.py grammar    # (b) only, minutes on 2 CPU cores
+.venv/bin/python benchmarks/run.py ocr        # (c) OCR batching, about a minute
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 import grammar_wellformed
+import ocr_batch
 import step_overhead
 
 
@@ -26,7 +28,7 @@ def table(title: str, columns: list[str], rows: list[tuple[str, ...]]) -> Table:
 
 
 def main(argv: list[str]) -> None:
-    which = set(argv) or {"overhead", "grammar"}
+    which = set(argv) or {"overhead", "grammar", "ocr"}
     console = Console(width=120)
     if "overhead" in which:
         rows = step_overhead.run()
@@ -43,6 +45,15 @@ def main(argv: list[str]) -> None:
             table(
                 "(b) embedded model, 20 questions, well-formed actions (target: 100% with grammar)",
                 ["setting", "steps", "well formed", "bad args", "repeats", "answered", "s/step"],
+                rows,
+            )
+        )
+    if "ocr" in which:
+        rows = ocr_batch.run()
+        console.print(
+            table(
+                "(c) OCR: one read(list) call vs N read(\\[crop]) calls (median wall time)",
+                ocr_batch.COLUMNS,
                 rows,
             )
         )

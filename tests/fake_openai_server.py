@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,6 +44,8 @@ class FakeServer:
 
     def __init__(self) -> None:
         self.script: list[Reply] = []
+        self.responder: Callable[[Seen], Reply] | None = None
+        """When set, it answers every request (from the handler's thread) instead of script."""
         self.seen: list[Seen] = []
         self.stop = threading.Event()
         outer = self
@@ -53,12 +56,14 @@ class FakeServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.seen.append(
-                    Seen(
-                        self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
-                    )
+                seen = Seen(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
                 )
-                reply = outer.script.pop(0) if outer.script else Reply()
+                outer.seen.append(seen)
+                if outer.responder is not None:
+                    reply = outer.responder(seen)
+                else:
+                    reply = outer.script.pop(0) if outer.script else Reply()
                 if reply.delay:
                     outer.stop.wait(reply.delay)
                 body = reply.body

@@ -109,6 +109,11 @@ def test_builtin_tools() -> None:
         "BoundingBoxOverlap",
         "SpatialSelection",
         "OCR",
+        "Caption",
+        "VQA",
+        "DetectObject",
+        "ObjectInImage",
+        "RecognizeEntity",
     ]
     assert all(isinstance(t, Tool) for t in tools)
     assert OCR.capability == "ocr" and OCR.vectorised_over == "image" and OCR.batched

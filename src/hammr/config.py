@@ -51,6 +51,11 @@ DEFAULTS: dict[str, Any] = {
         "api_key_env": "OPENAI_API_KEY",
         "timeout_s": 60.0,
         "max_retries": 3,
+        "box_format": "auto",
+        "max_image_side": 1280,
+        "size_multiple": 1,
+        "concurrency": 4,
+        "max_tokens": 512,
     },
     "images": {
         "max_pixels": 64_000_000,
@@ -65,6 +70,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "llm.mode": ("chat", "completion"),
     "llm.server": ("auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"),
     "llm.grammar": ("auto", "on", "off"),
+    "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
 }
 
 

@@ -18,6 +18,13 @@ Factory = Callable[[dict[str, Any]], Any]
 
 FACTORIES: dict[tuple[str, str], str] = {
     ("ocr", "tesseract"): "hammr.backends.ocr.tesseract:from_config",
+    ("ocr", "rapidocr"): "hammr.backends.ocr.rapid:from_config",
+    ("ocr", "vlm"): "hammr.backends.vlm:from_config",
+    ("caption", "vlm"): "hammr.backends.vlm:from_config",
+    ("vqa", "vlm"): "hammr.backends.vlm:from_config",
+    ("detect", "vlm"): "hammr.backends.vlm:from_config",
+    ("object_in_image", "vlm"): "hammr.backends.vlm:from_config",
+    ("entity", "vlm"): "hammr.backends.vlm:from_config",
 }
 """(capability, backend name) -> 'module:function' building the backend from its options."""
 

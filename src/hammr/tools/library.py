@@ -9,11 +9,24 @@ from hammr.tools.base import Tool
 from hammr.tools.box_tools import BoundingBoxOverlap, SpatialSelection
 from hammr.tools.image_tools import CropImage, VisualizeRegions, ZoomIn
 from hammr.tools.ocr import OCR
+from hammr.tools.vision_tools import VQA, Caption, DetectObject, ObjectInImage, RecognizeEntity
 
 
 def builtin_tools() -> list[Tool]:
     """Every tool hammr ships, in the order their cards are shown."""
-    return [CropImage, ZoomIn, VisualizeRegions, BoundingBoxOverlap, SpatialSelection, OCR]
+    return [
+        CropImage,
+        ZoomIn,
+        VisualizeRegions,
+        BoundingBoxOverlap,
+        SpatialSelection,
+        OCR,
+        Caption,
+        VQA,
+        DetectObject,
+        ObjectInImage,
+        RecognizeEntity,
+    ]
 
 
 def default_backends(config: dict[str, Any] | None = None) -> dict[str, Any]:
