@@ -114,6 +114,16 @@ def test_builtin_tools() -> None:
         "DetectObject",
         "ObjectInImage",
         "RecognizeEntity",
+        "MarkPoint",
+        "CropAroundPoint",
+        "EstimateRegionDepth",
+        "EstimateObjectDepth",
+        "ImageSimilarity",
+        "ImageTextSimilarity",
+        "TextImageSimilarity",
+        "Calculator",
+        "SolveMathEquation",
+        "WebSearch",
     ]
     assert all(isinstance(t, Tool) for t in tools)
     assert OCR.capability == "ocr" and OCR.vectorised_over == "image" and OCR.batched

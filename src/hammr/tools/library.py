@@ -7,9 +7,14 @@ from typing import Any
 from hammr.backends.registry import build_backends
 from hammr.tools.base import Tool
 from hammr.tools.box_tools import BoundingBoxOverlap, SpatialSelection
+from hammr.tools.depth_tools import EstimateObjectDepth, EstimateRegionDepth
 from hammr.tools.image_tools import CropImage, VisualizeRegions, ZoomIn
+from hammr.tools.math_tools import Calculator, SolveMathEquation
 from hammr.tools.ocr import OCR
+from hammr.tools.point_tools import CropAroundPoint, MarkPoint
+from hammr.tools.similarity_tools import ImageSimilarity, ImageTextSimilarity, TextImageSimilarity
 from hammr.tools.vision_tools import VQA, Caption, DetectObject, ObjectInImage, RecognizeEntity
+from hammr.tools.web_tools import WebSearch
 
 
 def builtin_tools() -> list[Tool]:
@@ -26,6 +31,16 @@ def builtin_tools() -> list[Tool]:
         DetectObject,
         ObjectInImage,
         RecognizeEntity,
+        MarkPoint,
+        CropAroundPoint,
+        EstimateRegionDepth,
+        EstimateObjectDepth,
+        ImageSimilarity,
+        ImageTextSimilarity,
+        TextImageSimilarity,
+        Calculator,
+        SolveMathEquation,
+        WebSearch,
     ]
 
 

@@ -1,0 +1,1 @@
+"""Web search backends for the 'web' capability (off by default): SearXNG, SerpAPI, DDGS."""
