@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 import click
 
+from hammr.backends.kb.kb_cli import kb
 from hammr.backends.llm.base import LLMError, run_sync
 from hammr.config import ConfigError, load_config
 from hammr.values import Image, ImageLoadError
@@ -23,6 +24,9 @@ With no configuration, hammr runs offline on its embedded model (SmolLM2-135M th
 llama.cpp, tool calls constrained by a grammar). It is tiny: expect the machinery to work,
 not the answers to be good. Point [llm] in hammr.toml at a served model for real answers.
 """
+
+
+LLM_TOOLS = frozenset({"AnswerWithContext", "DecomposeQuestion"})
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -240,7 +244,7 @@ def tools_cmd(config_path: Path | None) -> None:
     for t in builtin_tools():
         cap = getattr(t, "capability", None)
         if cap is None:
-            state = "built in"
+            state = "uses the agent's LLM" if t.name in LLM_TOOLS else "built in"
         elif cap in built.backends:
             state = f"{cap}: {built.backends[cap]!r}"
         elif cap in built.unavailable:
@@ -248,6 +252,9 @@ def tools_cmd(config_path: Path | None) -> None:
         else:
             state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
         click.echo(f"{t.card()}\n  [{state}]\n")
+
+
+main.add_command(kb)
 
 
 if __name__ == "__main__":  # pragma: no cover

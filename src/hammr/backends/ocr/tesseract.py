@@ -176,7 +176,5 @@ def from_config(options: dict[str, Any]) -> TesseractOCR:
 
     opts = parse_options("tools.ocr", options, OPTIONS)
     if not tesseract_available(opts.get("cmd")):
-        raise BackendUnavailable(
-            f"tesseract is not installed; apt-get install {DEBIAN_PACKAGES}"
-        )
+        raise BackendUnavailable(f"tesseract is not installed; apt-get install {DEBIAN_PACKAGES}")
     return TesseractOCR(**opts)
