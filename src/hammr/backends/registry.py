@@ -31,6 +31,8 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("object_in_image", "clip"): "hammr.backends.local.clip:presence_from_config",
     ("caption", "blip"): "hammr.backends.local.blip:from_config",
     ("vqa", "blip"): "hammr.backends.local.blip:vqa_from_config",
+    ("caption", "blip2"): "hammr.backends.local.blip2:from_config",
+    ("vqa", "blip2"): "hammr.backends.local.blip2:vqa_from_config",
     ("web", "searxng"): "hammr.backends.web.searxng:from_config",
     ("web", "serpapi"): "hammr.backends.web.serpapi:from_config",
     ("web", "ddgs"): "hammr.backends.web.ddgs_search:from_config",
