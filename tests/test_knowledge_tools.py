@@ -326,3 +326,14 @@ async def test_passage_embeddings_are_cached(velmora: Page) -> None:
     n = len(split_passages(velmora.text))
     assert n > RERANK_POOL
     assert embedder.embedded == RERANK_POOL
+
+
+def test_text_tool_budget_comes_from_config() -> None:
+    from hammr.backends.registry import build_backends
+    from hammr.tools.knowledge_tools import TextToolSettings
+
+    built = build_backends({"text": {"context_budget_tokens": "900"}, "embed": {"backend": "none"}})
+    settings = built.backends["text"]
+    assert isinstance(settings, TextToolSettings) and settings.context_budget_tokens == 900
+    with pytest.raises(ValueError, match=r"unknown setting tools\.text\.budget"):
+        build_backends({"text": {"budget": 5}})

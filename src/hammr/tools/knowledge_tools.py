@@ -19,7 +19,7 @@ import math
 import re
 import weakref
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,17 @@ class TextToolSettings:
 
 
 DEFAULT_SETTINGS = TextToolSettings()
+
+
+def settings_from_config(options: dict[str, Any]) -> TextToolSettings:
+    """``[tools.text]`` in hammr.toml, e.g. ``context_budget_tokens = 2000``."""
+    from hammr.backends.registry import parse_options
+
+    schema = {f.name: int for f in fields(TextToolSettings)}
+    settings = TextToolSettings(**parse_options("tools.text", options, schema))
+    if settings.passage_min_words > settings.passage_max_words:
+        raise ValueError("tools.text.passage_min_words is above passage_max_words")
+    return settings
 
 
 def settings_of(ctx: ToolContext) -> TextToolSettings:
