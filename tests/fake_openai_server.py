@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http_server import LocalServer, QuietHandler
 
 
 @dataclass
@@ -39,7 +39,7 @@ def ok_body(text: str = "ok", *, completion: bool = False) -> dict[str, Any]:
     }
 
 
-class FakeServer:
+class FakeServer(LocalServer):
     """An OpenAI-style server on 127.0.0.1 that plays scripted replies and records requests."""
 
     def __init__(self) -> None:
@@ -47,13 +47,9 @@ class FakeServer:
         self.responder: Callable[[Seen], Reply] | None = None
         """When set, it answers every request (from the handler's thread) instead of script."""
         self.seen: list[Seen] = []
-        self.stop = threading.Event()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 seen = Seen(
@@ -69,30 +65,7 @@ class FakeServer:
                 body = reply.body
                 if body is None:
                     body = ok_body(completion=self.path.endswith("/v1/completions"))
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                self.send_json(reply.status, body, reply.headers)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 64
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler, request_queue_size=64)
+        self.url = f"http://127.0.0.1:{self.port}/v1"

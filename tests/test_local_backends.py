@@ -10,27 +10,17 @@ types, one forward pass per batch) and feed known values through the post-proces
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image as PILImage
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'hammr[local]')")
-transformers = pytest.importorskip(
-    "transformers", reason="transformers is not installed (pip install 'hammr[local]')"
-)
-
-from PIL import Image as PILImage  # noqa: E402
-from skimage import data as skdata  # noqa: E402
-
-from hammr.backends.local import _common, blip, clip, depth, owlv2  # noqa: E402
-from hammr.backends.registry import BackendUnavailable  # noqa: E402
-from hammr.values import Box, Image  # noqa: E402
+from hammr.backends.local import _common, blip, clip, depth, owlv2
+from hammr.backends.registry import BackendUnavailable
+from hammr.values import Box, Image
+from local_models_support import byte_level_chars, photo, torch, transformers
 
 torch.manual_seed(0)
 torch.set_num_threads(2)
@@ -39,14 +29,10 @@ torch.set_num_threads(2)
 # -- real photos ------------------------------------------------------------------------
 
 
-def _photo(name: str) -> Image:
-    return Image(PILImage.fromarray(getattr(skdata, name)()).convert("RGB"))
-
-
 @pytest.fixture(scope="module")
 def photos() -> list[Image]:
     """Three real photos: astronaut (512x512), coffee (600x400), chelsea (451x300)."""
-    return [_photo("astronaut"), _photo("coffee"), _photo("chelsea")]
+    return [photo("astronaut"), photo("coffee"), photo("chelsea")]
 
 
 @pytest.fixture(scope="module")
@@ -63,22 +49,9 @@ def same_size(photos: list[Image]) -> list[Image]:
 # -- offline tokenizers -----------------------------------------------------------------
 
 
-def _bytes_to_unicode() -> list[str]:
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
-    bs += list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for c in cs]
-
-
 def clip_tokenizer(tmp: Path, max_length: int) -> Any:
     """A CLIP BPE tokenizer with byte-level characters only (no merges): 514 tokens."""
-    chars = _bytes_to_unicode()
+    chars = byte_level_chars()
     tokens = chars + [c + "</w>" for c in chars] + ["<|startoftext|>", "<|endoftext|>"]
     (tmp / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}))
     (tmp / "merges.txt").write_text("#version: 0.2\n")

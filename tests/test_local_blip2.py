@@ -9,26 +9,15 @@ contracts: strings, one ``generate`` per batch, the prompt left out of what is r
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'hammr[local]')")
-transformers = pytest.importorskip(
-    "transformers", reason="transformers is not installed (pip install 'hammr[local]')"
-)
-
-from PIL import Image as PILImage  # noqa: E402
-from skimage import data as skdata  # noqa: E402
-
-from hammr.backends.local import _common, blip2  # noqa: E402
-from hammr.backends.registry import BackendUnavailable  # noqa: E402
-from hammr.values import Image  # noqa: E402
+from hammr.backends.local import _common, blip2
+from hammr.backends.registry import BackendUnavailable
+from hammr.values import Image
+from local_models_support import byte_level_chars, photo, torch, transformers
 
 torch.manual_seed(0)
 torch.set_num_threads(2)
@@ -40,20 +29,18 @@ SPECIAL = ["<pad>", "</s>", "<unk>"]
 @pytest.fixture(scope="module")
 def photos() -> list[Image]:
     """Three real photos of three sizes: astronaut, coffee, chelsea."""
-    names = ["astronaut", "coffee", "chelsea"]
-    return [Image(PILImage.fromarray(getattr(skdata, n)()).convert("RGB")) for n in names]
+    return [photo(n) for n in ("astronaut", "coffee", "chelsea")]
 
 
 def gpt2_tokenizer(tmp: Path) -> Any:
     """An OPT-style byte-level BPE tokenizer (no merges): one token per byte, plus specials."""
-    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
-
-    tokens = SPECIAL + sorted(bytes_to_unicode().values())
+    tokens = SPECIAL + sorted(byte_level_chars())
     (tmp / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}))
     (tmp / "merges.txt").write_text("#version: 0.2\n")
+    # positional: transformers 5 renamed the keyword arguments (vocab_file -> vocab)
     return transformers.GPT2TokenizerFast(
-        vocab_file=str(tmp / "vocab.json"),
-        merges_file=str(tmp / "merges.txt"),
+        str(tmp / "vocab.json"),
+        str(tmp / "merges.txt"),
         bos_token="</s>",
         eos_token="</s>",
         pad_token="<pad>",

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image as PILImage
-from PIL import ImageDraw, ImageFont
 
 from hammr.backends.ocr import TesseractMissing, TesseractOCR
 from hammr.backends.ocr.tesseract import normalise
@@ -17,9 +14,7 @@ from hammr.tools.image_tools import CropImage
 from hammr.tools.library import builtin_tools, default_backends
 from hammr.tools.ocr import OCR
 from hammr.values import Box, Image
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf")
+from ocr_support import example, rendered
 
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None, reason="tesseract is not installed"
@@ -29,11 +24,6 @@ needs_tesseract = pytest.mark.skipif(
 async def call(tool: Any, *args: Any, backends: dict[str, Any] | None = None) -> Any:
     bound = bind_arguments(tool, list(args), {})
     return (await tool.invoke(bound, ToolContext(backends=backends or {}))).value
-
-
-def example(name: str) -> tuple[Image, dict[str, Any]]:
-    meta = json.loads((EXAMPLES / f"{name}.json").read_text())
-    return Image.open(EXAMPLES / meta["image"]), meta
 
 
 class CountingOCR:
@@ -46,15 +36,6 @@ class CountingOCR:
     async def read(self, images: list[Image]) -> list[str]:
         self.calls.append(len(images))
         return await self.inner.read(images)
-
-
-def rendered(text: str, size: int) -> Image:
-    font: Any = ImageFont.truetype(str(FONT), size) if FONT.exists() else None
-    font = font or ImageFont.load_default(size=size)
-    left, top, right, bottom = font.getbbox(text)
-    img = PILImage.new("RGB", (right - left + size, bottom - top + size // 2 + 2), "white")
-    ImageDraw.Draw(img).text((size // 2 - left, size // 4 + 1 - top), text, fill="black", font=font)
-    return Image(img)
 
 
 # -- no tesseract needed --------------------------------------------------------------------

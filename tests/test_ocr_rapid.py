@@ -1,22 +1,18 @@
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image as PILImage
-from PIL import ImageDraw, ImageFont
 
+import ocr_support
 from hammr.backends.ocr import rapid
 from hammr.backends.ocr.rapid import RapidOCRBackend, from_config, order_lines
 from hammr.backends.registry import BackendUnavailable
 from hammr.tools.base import ToolContext, bind_arguments
 from hammr.tools.ocr import OCR
 from hammr.values import Box, Image
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf")
+from ocr_support import rendered
 
 _why = rapid.rapidocr_import_error()
 needs_rapidocr = pytest.mark.skipif(
@@ -25,19 +21,9 @@ needs_rapidocr = pytest.mark.skipif(
 
 
 def example(name: str) -> tuple[Image, dict[str, Any], list[Image]]:
-    meta = json.loads((EXAMPLES / f"{name}.json").read_text())
-    image = Image.open(EXAMPLES / meta["image"])
+    image, meta = ocr_support.example(name)
     crops = [Image(image.pixels.crop((x, y, x + w, y + h))) for x, y, w, h in meta["boxes"]]
     return image, meta, crops
-
-
-def rendered(text: str, size: int) -> Image:
-    font: Any = ImageFont.truetype(str(FONT), size) if FONT.exists() else None
-    font = font or ImageFont.load_default(size=size)
-    left, top, right, bottom = font.getbbox(text)
-    img = PILImage.new("RGB", (right - left + size, bottom - top + size // 2 + 2), "white")
-    ImageDraw.Draw(img).text((size // 2 - left, size // 4 + 1 - top), text, fill="black", font=font)
-    return Image(img)
 
 
 # -- no rapidocr needed ---------------------------------------------------------------------

@@ -1,16 +1,14 @@
 from __future__ import annotations
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from fake_http_server import LocalServer, QuietHandler
 from hammr.backends.registry import BackendUnavailable
 from hammr.backends.web import ddgs_search, searxng, serpapi
 from hammr.backends.web.ddgs_search import DdgsSearch, pages_from_ddgs
@@ -34,50 +32,25 @@ class Reply:
     delay: float = 0.0
 
 
-class FakeSearchServer:
+class FakeSearchServer(LocalServer):
     """A GET-only JSON server on 127.0.0.1: scripted replies, recorded paths and queries."""
 
     def __init__(self) -> None:
         self.script: list[Reply] = []
         self.seen: list[tuple[str, dict[str, list[str]]]] = []
-        self.stop = threading.Event()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 outer.seen.append((parts.path, parse_qs(parts.query)))
                 reply = outer.script.pop(0) if outer.script else Reply()
                 if reply.delay:
                     outer.stop.wait(reply.delay)
-                body = reply.body
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                self.send_json(reply.status, reply.body)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
+        self.url = f"http://127.0.0.1:{self.port}"
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import email.utils
 import json
 import os
 import random
-import re
 import ssl
 import time
 from functools import cache
@@ -20,6 +19,7 @@ from typing import Any, Literal
 
 import httpx
 
+from hammr.backends.http_errors import connect_reason, one_line
 from hammr.backends.llm.base import (
     GrammarSupport,
     LLMError,
@@ -67,8 +67,7 @@ def _merge(body: dict[str, Any], extra: dict[str, Any]) -> None:
 
 
 def _one_line(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    flat = re.sub(r"\s+", " ", text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return one_line(text, limit)
 
 
 def _server_message(resp: httpx.Response) -> str:
@@ -105,39 +104,22 @@ def _retry_after(resp: httpx.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and everything it wraps (httpx/anyio hide the OSError behind a generic message)."""
-    out: list[BaseException] = []
-    todo = [exc]
-    while todo and len(out) < 20:
-        e = todo.pop()
-        if any(e is seen for seen in out):
-            continue
-        out.append(e)
-        if isinstance(e, BaseExceptionGroup):
-            todo.extend(e.exceptions)
-        for nxt in (e.__cause__, e.__context__):
-            if nxt is not None:
-                todo.append(nxt)
-    return out
+_REASONS = (
+    (
+        "host name not found",
+        (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo",
+            "temporary failure in name resolution",
+        ),
+    ),
+    ("network unreachable", ("unreachable",)),
+)
 
 
 def _connect_reason(exc: Exception) -> str:
-    chain = _causes(exc)
-    for e in chain:
-        if isinstance(e, ConnectionRefusedError):
-            return "connection refused"
-    text = " ".join(str(e) for e in chain)
-    low = text.lower()
-    if "refused" in low:
-        return "connection refused"
-    if "name or service not known" in low or "nodename nor servname" in low:
-        return "host name not found"
-    if "getaddrinfo" in low or "temporary failure in name resolution" in low:
-        return "host name not found"
-    if "unreachable" in low:
-        return "network unreachable"
-    return _one_line(str(exc), 120) or type(exc).__name__
+    return connect_reason(exc, _REASONS, limit=120)
 
 
 @cache

@@ -11,7 +11,8 @@ import asyncio
 import importlib.util
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, Self, TypeVar
 
 from PIL import Image as PILImage
 
@@ -23,6 +24,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 INSTALL_HINT = "pip install 'hammr[local]'"
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def missing_packages() -> list[str]:
@@ -42,10 +44,32 @@ def require_packages(where: str) -> None:
         )
 
 
+def build(
+    cls: Callable[..., T], where: str, options: dict[str, Any], schema: dict[str, type], what: str
+) -> T:
+    """A ``from_config`` factory's work: ``cls(**options)`` once the options are checked
+    against ``schema`` (as ``[where]``) and torch and transformers are installed (else
+    BackendUnavailable, saying ``what`` needs them)."""
+    from hammr.backends.registry import parse_options
+
+    opts = parse_options(where, options, schema)
+    require_packages(what)
+    return cls(**opts)
+
+
 def check_device(device: str) -> str:
     if device not in DEVICES and not device.startswith("cuda:"):
         raise ValueError(f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}")
     return device
+
+
+def check_counts(**counts: int) -> None:
+    """Raise ValueError naming all of ``counts`` ("a, b and c must be at least 1") when any
+    of them is below 1."""
+    if any(value < 1 for value in counts.values()):
+        names = list(counts)
+        joined = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        raise ValueError(f"{joined} must be at least 1")
 
 
 def resolve_device(device: str) -> str:
@@ -133,6 +157,15 @@ async def in_thread(lazy: Lazy, fn: Callable[[Any, Any, str], T]) -> T:
     return await asyncio.to_thread(work)
 
 
+async def run_batches(lazy: Lazy, items: list[T], size: int, fn: Callable[..., list[R]]) -> list[R]:
+    """``fn(model, processor, device, chunk=...)`` on each batch of ``size`` items, one after
+    the other (see :func:`in_thread`), results concatenated."""
+    out: list[R] = []
+    for chunk in batches(items, size):
+        out.extend(await in_thread(lazy, partial(fn, chunk=chunk)))
+    return out
+
+
 def pairs(images: list[Image], names: list[str], what: str) -> list[list[str]]:
     """The names to look for in each image.
 
@@ -151,3 +184,24 @@ def pairs(images: list[Image], names: list[str], what: str) -> list[list[str]]:
 
 def batches(items: list[T], size: int) -> list[list[T]]:
     return [items[i : i + size] for i in range(0, len(items), max(1, size))]
+
+
+class LocalModel:
+    """A backend around one lazily loaded (model, processor) pair, ``self._lazy``.
+
+    Subclasses take ``model`` (the checkpoint name) and ``device`` in their constructor.
+    """
+
+    _lazy: Lazy
+
+    @classmethod
+    def from_pretrained_objects(
+        cls, model: Any, processor: Any, device: str = "cpu", **options: Any
+    ) -> Self:
+        """A backend around an already-built model and processor (used as they are: moved
+        to ``device``, no dtype conversion), named after the model's class."""
+        name = type(model).__name__
+        make: Any = cls  # the subclass's constructor, which LocalModel does not declare
+        self: Self = make(model=name, device=device, **options)
+        self._lazy = Lazy.ready(name, model, processor, device)
+        return self

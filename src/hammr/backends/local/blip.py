@@ -9,10 +9,15 @@ run.)
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
-from hammr.backends.local._common import Lazy, batches, check_device, in_thread, require_packages
+from hammr.backends.local._common import (
+    Lazy,
+    build,
+    check_counts,
+    check_device,
+    run_batches,
+)
 from hammr.backends.local._common import rgb as _rgb
 from hammr.tools.base import ToolError
 from hammr.values import Image
@@ -43,8 +48,7 @@ class BlipModel:
         batch_size: int = 8,
     ) -> None:
         check_device(device)
-        if max_new_tokens < 1 or num_beams < 1 or batch_size < 1:
-            raise ValueError("max_new_tokens, num_beams and batch_size must be at least 1")
+        check_counts(max_new_tokens=max_new_tokens, num_beams=num_beams, batch_size=batch_size)
         self.caption_model = caption_model
         self.vqa_model = vqa_model
         self.max_new_tokens = max_new_tokens
@@ -82,20 +86,15 @@ class BlipModel:
     async def caption(self, images: list[Image]) -> list[str]:
         if self._caption is None:
             raise ToolError("this BLIP backend has no captioning model")
-        out: list[str] = []
-        for chunk in batches(images, self.batch_size):
-            out.extend(await in_thread(self._caption, partial(self._captions, chunk=chunk)))
-        return out
+        return await run_batches(self._caption, images, self.batch_size, self._captions)
 
     async def answer(self, images: list[Image], questions: list[str]) -> list[str]:
         if len(images) != len(questions):
             raise ValueError(f"vqa: got {len(images)} images and {len(questions)} questions")
         if self._vqa is None:
             raise ToolError("this BLIP backend has no question-answering model")
-        out: list[str] = []
-        for chunk in batches(list(zip(images, questions, strict=True)), self.batch_size):
-            out.extend(await in_thread(self._vqa, partial(self._answers, chunk=chunk)))
-        return out
+        chunks = list(zip(images, questions, strict=True))
+        return await run_batches(self._vqa, chunks, self.batch_size, self._answers)
 
     def _generate_kwargs(self) -> dict[str, Any]:
         return {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams}
@@ -147,17 +146,9 @@ OPTIONS: dict[str, type] = {
 
 def from_config(options: dict[str, Any]) -> BlipModel:
     """The ``[tools.caption] backend = "blip"`` factory (weights load on first use)."""
-    return _build("tools.caption", options)
+    return build(BlipModel, "tools.caption", options, OPTIONS, "the blip model")
 
 
 def vqa_from_config(options: dict[str, Any]) -> BlipModel:
     """The ``[tools.vqa] backend = "blip"`` factory (weights load on first use)."""
-    return _build("tools.vqa", options)
-
-
-def _build(where: str, options: dict[str, Any]) -> BlipModel:
-    from hammr.backends.registry import parse_options
-
-    opts = parse_options(where, options, OPTIONS)
-    require_packages("the blip model")
-    return BlipModel(**opts)
+    return build(BlipModel, "tools.vqa", options, OPTIONS, "the blip model")

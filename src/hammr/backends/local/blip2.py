@@ -15,16 +15,16 @@ Encoder-decoder models return the generated ids alone.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from hammr.backends.local._common import (
     Lazy,
-    batches,
+    LocalModel,
+    build,
+    check_counts,
     check_device,
-    in_thread,
-    require_packages,
     resolve_device,
+    run_batches,
 )
 from hammr.backends.local._common import rgb as _rgb
 from hammr.tools.base import ToolError
@@ -56,7 +56,7 @@ def torch_dtype(dtype: str, device: str) -> Any:
     return getattr(torch, dtype)
 
 
-class Blip2Model:
+class Blip2Model(LocalModel):
     """The 'caption' (``caption``) and 'vqa' (``answer``) capabilities with BLIP-2.
 
     ``vqa_prompt`` is the text the language model continues for a question; it must
@@ -73,8 +73,7 @@ class Blip2Model:
         vqa_prompt: str = VQA_PROMPT,
     ) -> None:
         check_device(device)
-        if max_new_tokens < 1 or batch_size < 1:
-            raise ValueError("max_new_tokens and batch_size must be at least 1")
+        check_counts(max_new_tokens=max_new_tokens, batch_size=batch_size)
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if "{question}" not in vqa_prompt:
@@ -88,47 +87,33 @@ class Blip2Model:
             model, lambda: _load(model, torch_dtype(dtype, resolve_device(device))), device
         )
 
-    @classmethod
-    def from_pretrained_objects(
-        cls, model: Any, processor: Any, device: str = "cpu", **options: Any
-    ) -> Blip2Model:
-        """A BLIP-2 backend around an already-built model and ``Blip2Processor`` (used as
-        they are: no dtype conversion)."""
-        self = cls(device=device, **options)
-        self.model = type(model).__name__
-        self._lazy = Lazy.ready(self.model, model, processor, device)
-        return self
-
     def __repr__(self) -> str:
         return f"Blip2Model(model={self.model!r})"
 
     async def caption(self, images: list[Image]) -> list[str]:
-        out: list[str] = []
-        for chunk in batches(images, self.batch_size):
-            prompts = [""] * len(chunk)
-            out.extend(
-                await in_thread(self._lazy, partial(self._generate, chunk=chunk, prompts=prompts))
-            )
+        chunks = [(img, "") for img in images]
+        out = await run_batches(self._lazy, chunks, self.batch_size, self._generate)
         return [_clean(t) for t in out]
 
     async def answer(self, images: list[Image], questions: list[str]) -> list[str]:
         if len(images) != len(questions):
             raise ValueError(f"vqa: got {len(images)} images and {len(questions)} questions")
-        out: list[str] = []
-        for chunk in batches(list(zip(images, questions, strict=True)), self.batch_size):
-            prompts = [self.vqa_prompt.format(question=_clean(q)) for _, q in chunk]
-            fn = partial(self._generate, chunk=[img for img, _ in chunk], prompts=prompts)
-            out.extend(await in_thread(self._lazy, fn))
+        prompts = [self.vqa_prompt.format(question=_clean(q)) for q in questions]
+        chunks = list(zip(images, prompts, strict=True))
+        out = await run_batches(self._lazy, chunks, self.batch_size, self._generate)
         return [_first_line(t) for t in out]
 
     def _generate(
-        self, model: Any, processor: Any, device: str, chunk: list[Image], prompts: list[str]
+        self, model: Any, processor: Any, device: str, chunk: list[tuple[Image, str]]
     ) -> list[str]:
         """The text generated after each (image, prompt), prompt left out; one ``generate``."""
         decoder_only = not model.config.text_config.is_encoder_decoder
         prepare(processor, model, decoder_only)
         inputs = processor(
-            images=[_rgb(img) for img in chunk], text=prompts, padding=True, return_tensors="pt"
+            images=[_rgb(img) for img, _ in chunk],
+            text=[prompt for _, prompt in chunk],
+            padding=True,
+            return_tensors="pt",
         ).to(device)
         vision = getattr(model, "vision_model", model)
         inputs["pixel_values"] = inputs["pixel_values"].to(vision.dtype)
@@ -172,17 +157,9 @@ OPTIONS: dict[str, type] = {
 
 def from_config(options: dict[str, Any]) -> Blip2Model:
     """The ``[tools.caption] backend = "blip2"`` factory (weights load on first use)."""
-    return _build("tools.caption", options)
+    return build(Blip2Model, "tools.caption", options, OPTIONS, "the blip2 model")
 
 
 def vqa_from_config(options: dict[str, Any]) -> Blip2Model:
     """The ``[tools.vqa] backend = "blip2"`` factory (weights load on first use)."""
-    return _build("tools.vqa", options)
-
-
-def _build(where: str, options: dict[str, Any]) -> Blip2Model:
-    from hammr.backends.registry import parse_options
-
-    opts = parse_options(where, options, OPTIONS)
-    require_packages("the blip2 model")
-    return Blip2Model(**opts)
+    return build(Blip2Model, "tools.vqa", options, OPTIONS, "the blip2 model")

@@ -22,7 +22,9 @@ import numpy as np
 
 from hammr.backends.local._common import (
     Lazy,
+    LocalModel,
     batches,
+    check_counts,
     check_device,
     in_thread,
     pairs,
@@ -72,7 +74,7 @@ def presence(similarities: np.ndarray, scale: float, threshold: float) -> tuple[
     return p >= threshold, p
 
 
-class ClipEmbedder:
+class ClipEmbedder(LocalModel):
     """The 'similarity' (``embed_images``/``embed_texts``) and 'object_in_image'
     (``contains``) capabilities with a CLIP or SigLIP model (see module doc for the rule)."""
 
@@ -92,23 +94,13 @@ class ClipEmbedder:
             raise ValueError(f"prompt must contain {{name}}, got {prompt!r}")
         if not background:
             raise ValueError("background needs at least one prompt")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        check_counts(batch_size=batch_size)
         self.model_name = model
         self.threshold = threshold
         self.prompt = prompt
         self.background = tuple(background)
         self.batch_size = batch_size
         self._lazy = _shared(model, device)
-
-    @classmethod
-    def from_pretrained_objects(
-        cls, model: Any, processor: Any, device: str = "cpu", **options: Any
-    ) -> ClipEmbedder:
-        """An embedder around an already-built CLIP/SigLIP model and processor."""
-        self = cls(model=type(model).__name__, device=device, **options)
-        self._lazy = Lazy.ready(self.model_name, model, processor, device)
-        return self
 
     def __repr__(self) -> str:
         return f"ClipEmbedder(model={self.model_name!r}, threshold={self.threshold})"

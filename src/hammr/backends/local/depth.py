@@ -19,12 +19,18 @@ forces one reading.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from hammr.backends.local._common import Lazy, batches, check_device, in_thread, require_packages
+from hammr.backends.local._common import (
+    Lazy,
+    LocalModel,
+    build,
+    check_counts,
+    check_device,
+    run_batches,
+)
 from hammr.backends.local._common import rgb as _rgb
 from hammr.values import Image
 
@@ -53,7 +59,7 @@ def disparity_to_depth(disparity: np.ndarray) -> np.ndarray:
     return ((hi - d) / (hi - lo)).astype(np.float32)
 
 
-class DepthModel:
+class DepthModel(LocalModel):
     """The 'depth' capability with a transformers depth-estimation model (see module doc)."""
 
     def __init__(
@@ -66,30 +72,17 @@ class DepthModel:
         check_device(device)
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        check_counts(batch_size=batch_size)
         self.model_name = model
         self.kind = kind
         self.batch_size = batch_size
         self._lazy = Lazy(model, lambda: _load(model), device)
 
-    @classmethod
-    def from_pretrained_objects(
-        cls, model: Any, processor: Any, device: str = "cpu", **options: Any
-    ) -> DepthModel:
-        """A depth model around an already-built model and image processor."""
-        self = cls(model=type(model).__name__, device=device, **options)
-        self._lazy = Lazy.ready(self.model_name, model, processor, device)
-        return self
-
     def __repr__(self) -> str:
         return f"DepthModel(model={self.model_name!r}, kind={self.kind!r})"
 
     async def depth(self, images: list[Image]) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for chunk in batches(images, self.batch_size):
-            out.extend(await in_thread(self._lazy, partial(self._run, chunk=chunk)))
-        return out
+        return await run_batches(self._lazy, images, self.batch_size, self._run)
 
     def _run(self, model: Any, processor: Any, device: str, chunk: list[Image]) -> list[np.ndarray]:
         import torch
@@ -138,8 +131,4 @@ OPTIONS: dict[str, type] = {"model": str, "device": str, "kind": str, "batch_siz
 
 def from_config(options: dict[str, Any]) -> DepthModel:
     """The ``[tools.depth] backend = "depth-anything"`` factory (weights load on first use)."""
-    from hammr.backends.registry import parse_options
-
-    opts = parse_options("tools.depth", options, OPTIONS)
-    require_packages("the depth model")
-    return DepthModel(**opts)
+    return build(DepthModel, "tools.depth", options, OPTIONS, "the depth model")

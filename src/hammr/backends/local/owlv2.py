@@ -11,19 +11,19 @@ ourselves so every version gives the same pixels.)
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from hammr.backends.local._common import (
     Lazy,
-    batches,
+    LocalModel,
+    build,
+    check_counts,
     check_device,
-    in_thread,
     pairs,
-    require_packages,
     rgb,
+    run_batches,
 )
 from hammr.values import Box, Image
 
@@ -103,7 +103,7 @@ def select_boxes(
     return found[:max_boxes]
 
 
-class OWLv2Detector:
+class OWLv2Detector(LocalModel):
     """The 'detect' capability with OWLv2.
 
     ``detect(images, names)``: one name per image (``names[i]`` is looked for in
@@ -127,8 +127,7 @@ class OWLv2Detector:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
         if not 0.0 < nms_iou <= 1.0:
             raise ValueError(f"nms_iou must be in (0, 1], got {nms_iou}")
-        if max_boxes < 1 or batch_size < 1:
-            raise ValueError("max_boxes and batch_size must be at least 1")
+        check_counts(max_boxes=max_boxes, batch_size=batch_size)
         if "{name}" not in prompt:
             raise ValueError(f"prompt must contain {{name}}, got {prompt!r}")
         self.model_name = model
@@ -139,24 +138,13 @@ class OWLv2Detector:
         self.prompt = prompt
         self._lazy = Lazy(model, lambda: _load(model), device)
 
-    @classmethod
-    def from_pretrained_objects(
-        cls, model: Any, processor: Any, device: str = "cpu", **options: Any
-    ) -> OWLv2Detector:
-        """A detector around an already-built ``Owlv2ForObjectDetection`` and processor."""
-        self = cls(model=type(model).__name__, device=device, **options)
-        self._lazy = Lazy.ready(self.model_name, model, processor, device)
-        return self
-
     def __repr__(self) -> str:
         return f"OWLv2Detector(model={self.model_name!r}, threshold={self.threshold})"
 
     async def detect(self, images: list[Image], names: list[str]) -> list[list[Box]]:
         queries = pairs(images, names, "detect")
-        out: list[list[Box]] = []
-        for chunk in batches(list(zip(images, queries, strict=True)), self.batch_size):
-            out.extend(await in_thread(self._lazy, partial(self._run, chunk=chunk)))
-        return out
+        chunks = list(zip(images, queries, strict=True))
+        return await run_batches(self._lazy, chunks, self.batch_size, self._run)
 
     def _run(
         self, model: Any, processor: Any, device: str, chunk: list[tuple[Image, list[str]]]
@@ -202,8 +190,4 @@ OPTIONS: dict[str, type] = {
 
 def from_config(options: dict[str, Any]) -> OWLv2Detector:
     """The ``[tools.detect] backend = "owlv2"`` factory (weights load on first use)."""
-    from hammr.backends.registry import parse_options
-
-    opts = parse_options("tools.detect", options, OPTIONS)
-    require_packages("the owlv2 detector")
-    return OWLv2Detector(**opts)
+    return build(OWLv2Detector, "tools.detect", options, OPTIONS, "the owlv2 detector")

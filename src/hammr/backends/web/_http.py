@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
+from hammr.backends.http_errors import connect_reason, one_line
 from hammr.tools.base import ToolError
-
-
-def one_line(text: str, limit: int = 160) -> str:
-    flat = re.sub(r"\s+", " ", text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _server_error(resp: httpx.Response) -> str:
@@ -28,31 +23,11 @@ def _server_error(resp: httpx.Response) -> str:
     return one_line(resp.text)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what it wraps (httpx hides the OSError behind a generic message)."""
-    out: list[BaseException] = []
-    todo = [exc]
-    while todo and len(out) < 20:
-        e = todo.pop()
-        if any(e is seen for seen in out):
-            continue
-        out.append(e)
-        if isinstance(e, BaseExceptionGroup):
-            todo.extend(e.exceptions)
-        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-    return out
+_REASONS = (("host name not found", ("name or service not known", "name resolution")),)
 
 
 def _connect_reason(exc: Exception) -> str:
-    chain = _chain(exc)
-    if any(isinstance(e, ConnectionRefusedError) for e in chain):
-        return "connection refused"
-    text = " ".join(str(e) for e in chain).lower()
-    if "refused" in text:
-        return "connection refused"
-    if "name or service not known" in text or "name resolution" in text:
-        return "host name not found"
-    return one_line(str(exc), 100) or type(exc).__name__
+    return connect_reason(exc, _REASONS, limit=100)
 
 
 async def get_json(

@@ -12,7 +12,8 @@ import importlib.util
 from collections.abc import Iterable
 from typing import Any
 
-from hammr.backends.web._http import one_line, text_field
+from hammr.backends.http_errors import one_line
+from hammr.backends.web._http import text_field
 from hammr.tools.base import ToolError
 from hammr.values import Page
 
