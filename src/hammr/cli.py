@@ -26,7 +26,12 @@ not the answers to be good. Point [llm] in hammr.toml at a served model for real
 """
 
 
-LLM_TOOLS = frozenset({"AnswerWithContext", "DecomposeQuestion"})
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
+)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -50,12 +55,7 @@ def main() -> None:
 @click.option(
     "--agent", "agent_name", default="GeneralVQA", show_default=True, help="Which agent answers."
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
-)
+@config_option
 @click.option(
     "--trace",
     "trace_path",
@@ -208,12 +208,7 @@ def config() -> None:
 
 
 @config.command("show")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
-)
+@config_option
 def config_show(config_path: Path | None) -> None:
     """Print every setting, its value and where it came from (default, file, environment)."""
     try:
@@ -226,12 +221,7 @@ def config_show(config_path: Path | None) -> None:
 
 
 @main.command("tools")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
-)
+@config_option
 def tools_cmd(config_path: Path | None) -> None:
     """List every tool with its card and whether its capability has a backend now."""
     from hammr.factory import build_backends
@@ -244,7 +234,7 @@ def tools_cmd(config_path: Path | None) -> None:
     for t in builtin_tools():
         cap = getattr(t, "capability", None)
         if cap is None:
-            state = "uses the agent's LLM" if t.name in LLM_TOOLS else "built in"
+            state = "uses the agent's LLM" if getattr(t, "uses_llm", False) else "built in"
         elif cap in built.backends:
             state = f"{cap}: {built.backends[cap]!r}"
         elif cap in built.unavailable:

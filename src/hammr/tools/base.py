@@ -405,6 +405,8 @@ class FunctionTool:
     batched: bool = False
     blocking: bool = False
     capability: str | None = None
+    uses_llm: bool = False
+    """The tool calls the run's LLM (``ctx.llm``) itself, e.g. to answer from a text."""
     wants_context: bool = False
 
     def card(self) -> str:
@@ -461,6 +463,7 @@ def tool(
     batched: bool = ...,
     blocking: bool = ...,
     capability: str | None = ...,
+    uses_llm: bool = ...,
 ) -> FunctionTool: ...
 
 
@@ -473,6 +476,7 @@ def tool(
     batched: bool = ...,
     blocking: bool = ...,
     capability: str | None = ...,
+    uses_llm: bool = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -484,12 +488,14 @@ def tool(
     batched: bool = False,
     blocking: bool = False,
     capability: str | None = None,
+    uses_llm: bool = False,
 ) -> Any:
     """Turn a typed function into a :class:`FunctionTool`.
 
     ``vectorised="image"`` lets the agent pass a list for that argument: the function then runs
     on every element (or, with ``batched=True``, receives the whole list at once and returns a
-    list). ``blocking=True`` runs a synchronous function in a worker thread. A parameter named
+    list). ``blocking=True`` runs a synchronous function in a worker thread; ``uses_llm=True``
+    says the tool calls the run's LLM. A parameter named
     ``ctx`` receives the :class:`ToolContext` and is hidden from the card.
     """
 
@@ -526,6 +532,7 @@ def tool(
             batched=batched,
             blocking=blocking,
             capability=capability,
+            uses_llm=uses_llm,
             wants_context=wants_context,
         )
 

@@ -351,7 +351,7 @@ async def _answer_with_context(question: str, context: Page | str, ctx: ToolCont
     return answer or "not found"
 
 
-AnswerWithContext = tool(_answer_with_context, name="AnswerWithContext")
+AnswerWithContext = tool(_answer_with_context, name="AnswerWithContext", uses_llm=True)
 
 
 # -- DecomposeQuestion -----------------------------------------------------------------------
@@ -430,6 +430,6 @@ async def _decompose_question(question: str, ctx: ToolContext) -> list[str]:
     return parts
 
 
-DecomposeQuestion = tool(_decompose_question, name="DecomposeQuestion")
+DecomposeQuestion = tool(_decompose_question, name="DecomposeQuestion", uses_llm=True)
 
 KNOWLEDGE_TOOLS = (WikipediaArticle, AnswerWithContext, DecomposeQuestion)
