@@ -17,8 +17,12 @@ if ! command -v tesseract >/dev/null 2>&1; then
   echo "hammr setup: installing tesseract OCR (Debian packages)" >&2
   SUDO=""
   [[ "$(id -u)" != "0" ]] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null
+  if ! { $SUDO apt-get update -qq &&
+         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+           tesseract-ocr tesseract-ocr-eng >/dev/null; }; then
+    echo "hammr setup: could not install tesseract; the OCR tool will report that it has" \
+         "no backend until you install tesseract-ocr and tesseract-ocr-eng" >&2
+  fi
 fi
 
 PY="${PYTHON:-python3}"
