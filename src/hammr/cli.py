@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -15,6 +15,9 @@ from hammr.config import ConfigError, load_config
 from hammr.eval.eval_cli import errors_cmd, eval_cmd, report_cmd, runs_cmd
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
+
+if TYPE_CHECKING:
+    from hammr.agents.routing import RouterKind
 
 EPILOG_ASK = """\b
 Examples:
@@ -27,9 +30,6 @@ With no configuration, hammr runs offline on its embedded model (SmolLM2-135M th
 llama.cpp, tool calls constrained by a grammar). It is tiny: expect the machinery to work,
 not the answers to be good. Point [llm] in hammr.toml at a served model for real answers.
 """
-
-
-_fail = fail
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,12 +103,12 @@ def ask(
     """
     from hammr.agents import SpecError
     from hammr.agents.system import HAMMR
-    from hammr.factory import build_llm
+    from hammr.factory import build_llm, build_systems
     from hammr.tools.base import ToolContext
     from hammr.trace import format_trace
 
     if not question.strip():
-        _fail("the question is empty")
+        fail("the question is empty")
     try:
         cfg = load_config(config_path)
         max_pixels = int(cfg.get("images.max_pixels"))
@@ -118,20 +118,24 @@ def ask(
             inputs["image2"] = Image.open(image2, max_pixels=max_pixels)
         if point is not None:
             inputs["point"] = _parse_point(point, img)
-        systems, backends = _systems(cfg, max_steps)
+        systems, backends = build_systems(cfg, max_steps)
         name = agent_name or str(cfg.get("agent.system"))
-        system = systems.dispatcher(router) if name == HAMMR and router else systems.system(name)
+        system = (
+            systems.dispatcher(cast("RouterKind", router))
+            if name == HAMMR and router
+            else systems.system(name)
+        )
         llm = build_llm(cfg, cache=False if no_cache else None)
     except (ConfigError, ImageLoadError, LLMError, SpecError) as e:
-        _fail(str(e))
+        fail(str(e))
     with _Progress(f"{system.name} is working on it") as progress:
         ctx = ToolContext(backends=backends, llm=llm, on_step=progress.on_step)
         try:
             result = run_sync(system.run(question, inputs, ctx=ctx))
         except LLMError as e:
-            _fail(str(e))
+            fail(str(e))
         except KeyboardInterrupt:
-            _fail("interrupted", code=130)
+            fail("interrupted", code=130)
     trace = result.trace
     if trace_path is not None:
         trace.save(trace_path)
@@ -142,16 +146,6 @@ def ask(
         click.echo(f"hammr: no answer ({trace.status}: {trace.error})", err=True)
         sys.exit(1)
     click.echo(result.answer)
-
-
-def _systems(cfg: Any, max_steps: int | None = None) -> tuple[Any, dict[str, Any]]:
-    """The agent systems of this configuration, and the tool backends they run on."""
-    from hammr.agents import AgentSystems
-    from hammr.factory import build_backends
-    from hammr.tools.library import builtin_tools
-
-    backends = build_backends(cfg).backends
-    return AgentSystems.from_config(cfg, builtin_tools(), backends, max_steps=max_steps), backends
 
 
 def _parse_point(text: str, image: Image) -> tuple[float, float]:
@@ -203,7 +197,7 @@ def replay(trace_file: Path) -> None:
     try:
         trace = Trace.load(trace_file)
     except (FileNotFoundError, ValueError) as e:
-        _fail(str(e))
+        fail(str(e))
     click.echo(format_trace(trace))
 
 
@@ -219,7 +213,7 @@ def config_show(config_path: Path | None) -> None:
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e))
     click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
     for key, value, source in cfg.items():
         click.echo(f"{key} = {value!r}    # {source}")
@@ -235,7 +229,7 @@ def tools_cmd(config_path: Path | None) -> None:
     try:
         built = build_backends(load_config(config_path))
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e))
     for t in builtin_tools():
         cap = getattr(t, "capability", None)
         if cap is None:
@@ -273,7 +267,7 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
         catalog = AgentCatalog.from_config(cfg)
         chosen = resolve_setting(setting or str(cfg.get("agent.setting")), backends)
     except (ConfigError, SpecError) as e:
-        _fail(str(e))
+        fail(str(e))
     capability = {t.name: getattr(t, "capability", None) for t in builtin_tools()}
 
     def tool_label(name: str) -> str:
@@ -350,26 +344,26 @@ def route_cmd(
     """
     from hammr.agents import SpecError
     from hammr.agents.route_accuracy import stand_in_inputs
-    from hammr.factory import build_llm
+    from hammr.factory import build_llm, build_systems
     from hammr.tools.base import ToolContext
 
     try:
         cfg = load_config(config_path)
-        systems, backends = _systems(cfg)
-        dispatcher = systems.dispatcher(router)
+        systems, backends = build_systems(cfg)
+        dispatcher = systems.dispatcher(cast("RouterKind | None", router))
         kinds = ["image", *(["point"] if point else []), *(["image2"] if image2 else [])]
         img = Image.open(image_path) if image_path is not None else None
         inputs = stand_in_inputs(kinds, img)
         needs_llm = dispatcher.mode != "neighbours"
         llm = build_llm(cfg) if needs_llm else None
     except (ConfigError, ImageLoadError, LLMError, SpecError) as e:
-        _fail(str(e))
+        fail(str(e))
     ctx = ToolContext(backends=backends, llm=llm)
     with _Progress("routing"):
         try:
             decision = run_sync(dispatcher.decide(question, inputs, ctx))
         except LLMError as e:
-            _fail(str(e))
+            fail(str(e))
     click.echo(f"specialist: {decision.agent or '(none)'}")
     click.echo(f"decided by: {decision.by} ({decision.explain()})")
     if decision.candidates:

@@ -10,6 +10,7 @@ from hammr.backends.llm.base import LLM
 from hammr.config import Config, ConfigError
 
 if TYPE_CHECKING:
+    from hammr.agents import AgentSystems
     from hammr.backends.registry import BuiltBackends
 
 
@@ -67,3 +68,15 @@ def build_backends(cfg: Config) -> BuiltBackends:
         return build(cfg.section("tools"), cfg.section("vlm"))
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def build_systems(
+    cfg: Config, max_steps: int | None = None
+) -> tuple[AgentSystems, dict[str, object]]:
+    """The agent systems of this configuration, and the tool backends they run on."""
+    from hammr.agents import AgentSystems
+    from hammr.tools.library import builtin_tools
+
+    backends = build_backends(cfg).backends
+    systems = AgentSystems.from_config(cfg, builtin_tools(), backends, max_steps=max_steps)
+    return systems, backends

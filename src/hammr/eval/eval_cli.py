@@ -1,8 +1,7 @@
-"""``hammr eval``, ``hammr report`` and ``hammr runs``: run a suite, tabulate runs, list them.
+"""``hammr eval``, ``hammr report``, ``hammr runs`` and ``hammr errors``.
 
-This module is imported by :mod:`hammr.cli` to register its commands, so it must not import
-:mod:`hammr.cli` at load time (``python -m hammr.cli`` would import it twice, circularly);
-the shared helpers are imported inside the commands.
+:mod:`hammr.cli` imports this module to register its commands; the pieces every command
+module shares live below both, in :mod:`hammr.cli_common`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 import click
 
-from hammr.cli_common import config_option, fail
+from hammr.cli_common import config_option, fail, open_store, store_option
 
 EPILOG_EVAL = """\b
 Examples:
@@ -46,33 +45,6 @@ are the runs, in the order given. Each cell is the mean score in percent ± half
 of its 95% bootstrap confidence interval. Footnotes say which judge scored EncVQA answers
 and how many samples failed (error, timeout, llm_failure: counted as wrong).
 """
-
-
-def _store_option(f: Any) -> Any:
-    return click.option(
-        "--store",
-        "store_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="The run store, an SQLite file (default: $XDG_CACHE_HOME/hammr/runs.sqlite, "
-        "else ~/.cache/hammr/runs.sqlite).",
-    )(f)
-
-
-_fail = fail
-
-
-def _open_store(path: Path | None, *, create: bool = True) -> Any:
-    """The run store; None when it does not exist and ``create`` is False (reading commands
-    do not leave an empty file behind a mistyped --store)."""
-    from hammr.eval.store import RunStore, StoreError, default_store_path
-
-    where = path if path is not None else default_store_path()
-    if not create and not where.exists():
-        return None
-    try:
-        return RunStore(where)
-    except (StoreError, OSError) as e:
-        _fail(str(e))
 
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
@@ -135,7 +107,7 @@ def _suite_label(name_or_path: str) -> str:
     help="Seconds per question before it is stored as 'timeout' (0: no limit).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the --limit subset.")
-@_store_option
+@store_option
 @config_option
 @click.option(
     "--retry-failed",
@@ -204,7 +176,7 @@ def eval_cmd(
     )
     from hammr.eval.store import FAILED_STATUSES, StoreError
     from hammr.eval.suites import load_suite
-    from hammr.factory import build_llm
+    from hammr.factory import build_llm, build_systems
     from hammr.tools.base import ToolContext
 
     try:
@@ -213,19 +185,17 @@ def eval_cmd(
         suite = load_suite(suite_name)
         samples = suite.samples(data_dir, limit=limit, seed=seed)
     except (ConfigError, FileNotFoundError, ValueError) as e:
-        _fail(str(e))
+        fail(str(e))
     if not samples:
-        _fail(f"suite {suite_name!r} has no samples in {data_dir}")
+        fail(f"suite {suite_name!r} has no samples in {data_dir}")
     label = _suite_label(suite_name)
     name = run_name or f"{label}-{system_name}-{date.today().isoformat()}"
     try:
-        from hammr.cli import _systems
-
-        systems, backends = _systems(cfg, max_steps)
+        systems, backends = build_systems(cfg, max_steps)
         system = systems.system(system_name)
         llm = build_llm(cfg, cache=False if no_cache else None)
     except (ConfigError, LLMError, SpecError) as e:
-        _fail(str(e))
+        fail(str(e))
 
     if judge == "auto":
         served = cfg.get("llm.backend") == "openai"
@@ -233,13 +203,13 @@ def eval_cmd(
     judge_options: dict[str, Any] = {"judge": None if judge == "none" else judge}
     if judge == "bem":
         if bem_checkpoint is None:
-            _fail("--judge bem needs --bem-checkpoint PATH")
+            fail("--judge bem needs --bem-checkpoint PATH")
         judge_options["checkpoint"] = str(bem_checkpoint)
     elif judge == "llm":
         judge_options["llm"] = llm
     elif judge == "embedding":
         if "embed" not in backends:
-            _fail("--judge embedding needs a text embedder ([tools.embed] in hammr.toml)")
+            fail("--judge embedding needs a text embedder ([tools.embed] in hammr.toml)")
         judge_options["embedder"] = backends["embed"]
     config = _recorded_config(cfg)
     settings = {
@@ -252,7 +222,7 @@ def eval_cmd(
         "max_steps": max_steps,
         "judge": judge,
     }
-    store = _open_store(store_path)
+    store = open_store(store_path)
     try:
         info, created = store.open_run(name, label, system_name, config=config, settings=settings)
         if retry_failed:
@@ -260,7 +230,7 @@ def eval_cmd(
             if again:
                 click.echo(f"{name}: asking {again} failed samples again", err=True)
     except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
     plan = plan_samples(samples, store.done_keys(name))
     if plan.duplicates:
         click.echo(
@@ -319,10 +289,10 @@ def eval_cmd(
     try:
         outcome = run_sync(go())
     except KeyboardInterrupt:
-        stored = store.count(name)
+        n_stored = store.count(name)
         store.close()
-        _fail(
-            f"interrupted; {stored} samples of run {name} are stored, run the same command "
+        fail(
+            f"interrupted; {n_stored} samples of run {name} are stored, run the same command "
             "again to resume",
             code=130,
         )
@@ -362,7 +332,7 @@ def eval_cmd(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the table to this file instead of stdout.",
 )
-@_store_option
+@store_option
 @click.option(
     "--samples",
     "ci_samples",
@@ -390,20 +360,20 @@ def report_cmd(
     from hammr.eval.report import build_report
     from hammr.eval.store import StoreError
 
-    store = _open_store(store_path, create=False)
+    store = open_store(store_path, create=False)
     if store is None:
         from hammr.eval.store import default_store_path
 
-        _fail(f"no run named {runs[0]!r} ({store_path or default_store_path()} does not exist)")
+        fail(f"no run named {runs[0]!r} ({store_path or default_store_path()} does not exist)")
     if html_out is not None:
         from hammr.web.static_report import write_report
 
         try:
             size = write_report(store, runs, html_out, ci_samples=ci_samples)
         except StoreError as e:
-            _fail(str(e))
+            fail(str(e))
         except OSError as e:
-            _fail(f"cannot write {html_out}: {e}")
+            fail(f"cannot write {html_out}: {e}")
         finally:
             store.close()
         click.echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
@@ -411,7 +381,7 @@ def report_cmd(
     try:
         report = build_report(store, list(runs), samples=ci_samples)
     except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
     finally:
         store.close()
     text = report.render(fmt)  # type: ignore[arg-type]
@@ -422,18 +392,18 @@ def report_cmd(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
     except OSError as e:
-        _fail(f"cannot write {out}: {e}")
+        fail(f"cannot write {out}: {e}")
     click.echo(f"wrote {out}", err=True)
 
 
 @click.command("runs")
-@_store_option
+@store_option
 def runs_cmd(store_path: Path | None) -> None:
     """List the stored evaluation runs: name, suite, system, samples done, mean score, and
     failed samples (error, timeout or llm_failure; `hammr eval ... --retry-failed`)."""
     from hammr.eval.store import FAILED_STATUSES, default_store_path
 
-    store = _open_store(store_path, create=False)
+    store = open_store(store_path, create=False)
     if store is None:
         where = store_path or default_store_path()
         click.echo(f"no runs in {where} (start one with `hammr eval`)", err=True)
@@ -488,7 +458,7 @@ tool_failure, ok or skip (an ambiguous question), as in the HAMMR paper's sectio
 
 @click.command("errors", epilog=EPILOG_ERRORS)
 @click.argument("runs", nargs=-1, required=True)
-@_store_option
+@store_option
 @config_option
 @click.option(
     "--export",
@@ -526,17 +496,17 @@ def errors_cmd(
     )
     from hammr.eval.store import StoreError
 
-    store = _open_store(store_path, create=False)
+    store = open_store(store_path, create=False)
     if store is None:
-        _fail(f"no run named {runs[0]!r}: the store does not exist yet")
+        fail(f"no run named {runs[0]!r}: the store does not exist yet")
     try:
         records = []
         for run in runs:
             if run not in store.run_names():
-                _fail(f"no run named {run!r}; `hammr runs` lists them")
+                fail(f"no run named {run!r}; `hammr runs` lists them")
             records += store.records(run, limit=None)
     except StoreError as e:
-        _fail(str(e))
+        fail(str(e))
     finally:
         store.close()
     accuracy = run_accuracy(records)
@@ -544,7 +514,7 @@ def errors_cmd(
         try:
             click.echo(tabulate_labels(labels_path, accuracy=accuracy).to_markdown())
         except LabelFileError as e:
-            _fail(str(e))
+            fail(str(e))
         return
     if export_path is not None:
         chosen = sample_wrong(records, per_type, seed)
@@ -555,5 +525,5 @@ def errors_cmd(
         cfg = load_config(config_path)
         catalog = AgentCatalog.from_config(cfg)
     except (ConfigError, SpecError) as e:
-        _fail(str(e))
+        fail(str(e))
     click.echo(errors_report(records, catalog))

@@ -1,7 +1,7 @@
 """``hammr view``: the trace and results viewer over the run store (or over one trace file).
 
-Imported by :mod:`hammr.cli` to register the command, so it must not import :mod:`hammr.cli`
-at load time (the shared helpers are imported inside the command).
+Registered by :mod:`hammr.cli`; the pieces it shares with the other commands come from
+:mod:`hammr.cli_common`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import click
 
-from hammr.eval.eval_cli import _fail, _open_store, _store_option
+from hammr.cli_common import fail, open_store, store_option
 
 EPILOG_VIEW = """\b
 Examples:
@@ -86,7 +86,7 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
     try:
         server = ViewerServer(store, host, port)
     except OSError as e:
-        _fail(f"cannot listen on {host}:{port}: {e}")
+        fail(f"cannot listen on {host}:{port}: {e}")
     url = run_url(server.url, run)
     click.echo(f"hammr view: serving {store.path} at {url}  (Ctrl-C to stop)", err=True)
     click.echo(url)
@@ -102,7 +102,7 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
 
 @click.command("view", epilog=EPILOG_VIEW)
 @click.argument("target", required=False)
-@_store_option
+@store_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -127,25 +127,25 @@ def view_cmd(
             try:
                 store, name = store_from_trace(Path(target), Path(tmp) / "trace.sqlite")
             except (ValueError, OSError, TypeError, StoreError) as e:
-                _fail(f"cannot read trace {target}: {e}")
+                fail(f"cannot read trace {target}: {e}")
             try:
                 serve(store, host=host, port=port, run=name, open_browser=open_browser)
             finally:
                 store.close()
         return
-    store = _open_store(store_path, create=False)
+    store = open_store(store_path, create=False)
     if store is None:
         from hammr.eval.store import default_store_path
 
         where = store_path or default_store_path()
         if target is not None and target.endswith(".json"):
-            _fail(f"trace file not found: {target}")
-        _fail(f"no runs in {where} (start one with `hammr eval`)")
+            fail(f"trace file not found: {target}")
+        fail(f"no runs in {where} (start one with `hammr eval`)")
     try:
         if target is not None and store.run_info(target) is None:
             if target.endswith(".json"):
-                _fail(f"trace file not found: {target}")
-            _fail(store.unknown_run_message(target))
+                fail(f"trace file not found: {target}")
+            fail(store.unknown_run_message(target))
         serve(store, host=host, port=port, run=target, open_browser=open_browser)
     finally:
         store.close()
