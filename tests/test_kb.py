@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import sqlite3
 from pathlib import Path
@@ -338,17 +339,178 @@ def test_kb_cli_build_search_article(tmp_path: Path) -> None:
     assert r.exit_code == 1 and "no article found for 'Atlantis'" in r.output
 
 
-def test_kb_cli_errors_are_one_line(tmp_path: Path) -> None:
+def damage(path: Path) -> None:
+    """Overwrite every page of a built KB from its articles table on, leaving the header and
+    the meta table readable (so the file opens and the damage shows at the first query)."""
+    con = sqlite3.connect(path)
+    (page_size,) = con.execute("PRAGMA page_size").fetchone()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'articles'").fetchone()
+    con.close()
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(b"\xff" * (size - (root - 1) * page_size))
+
+
+def error_line(r: Any, code: int = 2) -> str:
+    """The message of a command that failed the way every hammr command fails: one line
+    ``hammr: error: ...`` on stderr, nothing on stdout, the exit status, no exception."""
+    assert r.exit_code == code, r.output
+    assert isinstance(r.exception, SystemExit), r.exception
+    assert "Traceback" not in r.output
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hammr: error: "), r.stderr
+    return str(lines[0].removeprefix("hammr: error: "))
+
+
+def test_kb_cli_build_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
-    r = runner.invoke(kb, ["build", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o")])
-    assert r.exit_code == 1
-    assert r.output.strip() == f"Error: dump not found: {tmp_path / 'nope.json'}"
+
+    def build(dump: Path, out: Path, *more: str) -> Any:
+        return runner.invoke(kb, ["build", str(dump), "--out", str(out), *more])
+
+    out = tmp_path / "o.sqlite"
+    assert error_line(build(tmp_path / "nope.json", out)) == (
+        f"dump not found: {tmp_path / 'nope.json'}"
+    )
+    assert error_line(build(tmp_path, out)) == f"dump is not a file: {tmp_path}"
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    assert error_line(build(empty, out)) == f"dump is empty: {empty}"
     bad = tmp_path / "bad.json"
     bad.write_text('{"http://x": {"title": "T", "section_titles": [')
-    r = runner.invoke(kb, ["build", str(bad), "--out", str(tmp_path / "o.sqlite")])
-    assert r.exit_code == 1 and "corrupt or truncated JSON" in r.output
-    assert "Traceback" not in r.output
-    r = runner.invoke(kb, ["search", str(tmp_path / "missing.sqlite"), "x"])
-    assert r.exit_code == 1 and "no knowledge base at" in r.output
-    r = runner.invoke(kb, ["build", str(JSONL), "--out", str(tmp_path / "x"), "--format", "xml"])
-    assert r.exit_code == 2
+    assert "corrupt or truncated JSON" in error_line(build(bad, out))
+    # the output's folder cannot be made: a file is in the way
+    (tmp_path / "afile").write_text("x")
+    msg = error_line(build(JSONL, tmp_path / "afile" / "kb.sqlite"))
+    assert msg.startswith(f"cannot create the folder {tmp_path / 'afile'}: ")
+    # the output is someone else's SQLite database: left alone
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    assert "is a SQLite database but not a hammr knowledge base" in error_line(build(JSONL, other))
+    assert sqlite3.connect(other).execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+    ).fetchall() == [("t",)]
+    # a damaged knowledge base
+    damaged = tmp_path / "damaged.sqlite"
+    build_kb(JSONL, damaged)
+    damage(damaged)
+    assert "is damaged" in error_line(build(JSONL, damaged))
+
+    # an unreadable dump (chmod does not stop root, so the read fails by hand)
+    def unreadable(path: Path) -> str:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(build_mod, "detect_format", unreadable)
+    assert error_line(build(JSONL, tmp_path / "u.sqlite")) == (
+        f"cannot read the dump {JSONL}: Permission denied"
+    )
+    # usage errors stay click's (exit 2, no traceback)
+    for r in (
+        build(JSONL, tmp_path / "x", "--format", "xml"),
+        build(JSONL, tmp_path),  # --out is a directory
+        build(JSONL, out, "--batch-size", "0"),
+    ):
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
+        assert "Traceback" not in r.output and r.stderr.count("Error: ") == 1
+
+
+def test_kb_cli_search_and_article_errors_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    good = tmp_path / "kb.sqlite"
+    build_kb(JSONL, good)
+    missing = tmp_path / "missing.sqlite"
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    plain = tmp_path / "plain.sqlite"
+    sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.close()
+    unfinished = tmp_path / "unfinished.sqlite"
+    build_kb(JSONL, unfinished, limit=1)
+    damaged = tmp_path / "damaged.sqlite"
+    build_kb(JSONL, damaged)
+    damage(damaged)
+    expected = {
+        missing: "no knowledge base at",
+        junk: "not a hammr knowledge base",
+        plain: "not a hammr knowledge base",
+        unfinished: "not finished building",
+        damaged: "it may be damaged",
+    }
+    for path, message in expected.items():
+        for cmd in (["search", str(path), "heron"], ["article", str(path), "Heron Tower"]):
+            assert message in error_line(runner.invoke(kb, cmd)), (cmd, message)
+    search = lambda *args: runner.invoke(kb, ["search", str(good), *args])  # noqa: E731
+    assert error_line(search("")) == "the query is empty"
+    assert error_line(search("  ?! ")) == "the query has no words to search for"
+    for k in ("0", "-3", "many"):
+        r = search("heron", "-k", k)
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit), k
+        assert "Traceback" not in r.output and "Invalid value for '-k'" in r.stderr
+    # more hits than SQLite's integers hold: all there are, no overflow
+    r = search("heron", "-k", str(10**30))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.count("\n") == 2 * len(SqliteKB(good).search_sync("heron", 100)) > 0
+    article = lambda title: runner.invoke(kb, ["article", str(good), title])  # noqa: E731
+    assert error_line(article(" ")) == "the title is empty"
+    assert error_line(article("Atlantis"), code=1) == "no article found for 'Atlantis'"
+    # 'bundled' whose cache cannot be written
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "afile"))
+    msg = error_line(runner.invoke(kb, ["article", "bundled", "Eiffel Tower"]))
+    assert msg.startswith("cannot build the bundled knowledge base into ")
+
+
+def test_kb_cli_search_help_explains_k() -> None:
+    r = CliRunner().invoke(kb, ["search", "--help"])
+    assert r.exit_code == 0
+    (line,) = [ln for ln in r.output.splitlines() if ln.strip().startswith("-k")]
+    assert "How many articles" in line
+
+
+def test_damaged_kb_raises_kb_errors(tmp_path: Path) -> None:
+    path = tmp_path / "kb.sqlite"
+    build_kb(JSONL, path)
+    damage(path)
+    base = SqliteKB(path)  # the meta table is intact, so it opens
+    try:
+        with pytest.raises(KBError, match="may be damaged"):
+            base.search_sync("heron")
+        with pytest.raises(KBError, match="may be damaged"):
+            base.article_sync("Heron Tower")
+        with pytest.raises(KBError, match="may be damaged"):
+            len(base)
+    finally:
+        base.close()
+
+
+def test_kb_modules_import_each_other_without_a_cycle() -> None:
+    """build and sqlite_kb share the schema through schema.py; neither imports the other
+    back (function-level imports count too)."""
+    package = Path(build_mod.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            prefix = "hammr.backends.kb."
+            deps |= {n[len(prefix) :] for n in names if n.startswith(prefix)}
+        graph[path.stem] = deps & {p.stem for p in package.glob("*.py")}
+    assert graph["build"] == {"schema"} and "build" in graph["sqlite_kb"]
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(
+            d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in graph[start]
+        )
+
+    assert [m for m in graph if reaches(m, m, set())] == []

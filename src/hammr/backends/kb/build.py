@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from hammr.backends.kb.sqlite_kb import SCHEMA, SCHEMA_VERSION, title_key
+from hammr.backends.kb.schema import SCHEMA, SCHEMA_VERSION, title_key
 
 Format = Literal["auto", "evqa", "jsonl"]
 
@@ -290,17 +290,33 @@ def build_kb(
         raise KBBuildError(f"{dump} is compressed; unpack it first (e.g. unzip {dump.name})")
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    kind: Literal["evqa", "jsonl"] = detect_format(dump) if fmt == "auto" else fmt
-    size = dump.stat().st_size
+    try:
+        size = dump.stat().st_size
+        kind: Literal["evqa", "jsonl"] = detect_format(dump) if fmt == "auto" else fmt
+    except OSError as e:
+        raise KBBuildError(f"cannot read the dump {dump}: {e.strerror or e}") from None
+    if size == 0:
+        raise KBBuildError(f"dump is empty: {dump}")
+    if out.is_dir():
+        raise KBBuildError(f"{out} is a folder; name the knowledge-base file to write")
     source = {"format": kind, "source_name": dump.name, "source_size": str(size)}
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KBBuildError(f"cannot create the folder {out.parent}: {e.strerror or e}") from None
     try:
         con = sqlite3.connect(out)
+    except sqlite3.Error as e:
+        raise KBBuildError(f"cannot write {out} ({e})") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "meta" not in tables:
+            raise KBBuildError(
+                f"{out} is a SQLite database but not a hammr knowledge base; delete it or "
+                "choose another --out"
+            )
         con.executescript(SCHEMA)
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    except sqlite3.DatabaseError as e:
-        raise KBBuildError(f"{out} exists and is not a hammr knowledge base ({e})") from None
-    try:
         if meta:
             theirs = {k: meta.get(k) for k in source}
             if theirs != source:
@@ -333,6 +349,15 @@ def build_kb(
         _run(con, dump, kind, start, size, stats, batch_size, limit, progress)
         stats.articles = con.execute("SELECT count(*) FROM articles").fetchone()[0]
         return stats
+    except sqlite3.OperationalError as e:  # locked, read-only, disk full, I/O error
+        raise KBBuildError(f"cannot write {out} ({e})") from None
+    except sqlite3.DatabaseError as e:
+        raise KBBuildError(
+            f"{out} exists and is not a hammr knowledge base, or is damaged ({e}); delete it "
+            "or choose another --out"
+        ) from None
+    except OSError as e:
+        raise KBBuildError(f"cannot read the dump {dump}: {e.strerror or e}") from None
     finally:
         con.close()
 

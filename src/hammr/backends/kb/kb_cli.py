@@ -1,4 +1,8 @@
-"""``hammr kb``: build and query local knowledge bases."""
+"""``hammr kb``: build and query local knowledge bases.
+
+Errors are one line on stderr (``hammr: error: ...``), as for every command: exit status 2
+for bad input, 1 when ``kb article`` finds no article, 130 when interrupted.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from pathlib import Path
 import click
 
 from hammr.backends.kb.build import KBBuildError, build_kb
-from hammr.backends.kb.sqlite_kb import KBError, SqliteKB, bundled_kb_path
+from hammr.backends.kb.sqlite_kb import KBError, SqliteKB, bundled_kb_path, fts_terms
+from hammr.cli_common import fail
 
 
 @click.group(name="kb")
@@ -53,11 +58,9 @@ def build_cmd(
             progress=progress,
         )
     except KBBuildError as e:
-        raise click.ClickException(str(e)) from None
+        fail(str(e))
     except KeyboardInterrupt:
-        raise click.ClickException(
-            f"interrupted; run the same command again to resume building {out}"
-        ) from None
+        fail(f"interrupted; run the same command again to resume building {out}", code=130)
     if stats.complete and stats.added == 0 and not stats.resumed:
         click.echo(f"{out}: already built ({stats.articles} articles)")
     elif stats.complete:
@@ -69,22 +72,32 @@ def build_cmd(
         )
 
 
-def _open(path: Path | None) -> SqliteKB:
+def _open(path: Path) -> SqliteKB:
     try:
-        return SqliteKB(path if path is not None else bundled_kb_path())
+        return SqliteKB(bundled_kb_path() if str(path) == "bundled" else path)
     except KBError as e:
-        raise click.ClickException(str(e)) from None
+        fail(str(e))
 
 
 @kb.command(name="search")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("query")
-@click.option("-k", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "-k",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many articles to show, best first.",
+)
 def search_cmd(path: Path, query: str, k: int) -> None:
     """Full-text search the knowledge base PATH ('bundled' for the bundled one)."""
-    base = _open(None if str(path) == "bundled" else path)
+    if not fts_terms(query):
+        fail("the query has no words to search for" if query.strip() else "the query is empty")
+    base = _open(path)
     try:
         pages = base.search_sync(query, k)
+    except KBError as e:
+        fail(str(e))
     finally:
         base.close()
     if not pages:
@@ -100,12 +113,16 @@ def search_cmd(path: Path, query: str, k: int) -> None:
 @click.argument("title")
 def article_cmd(path: Path, title: str) -> None:
     """Print the article the 'kb' capability returns for TITLE."""
-    base = _open(None if str(path) == "bundled" else path)
+    if not title.strip():
+        fail("the title is empty")
+    base = _open(path)
     try:
         page = base.article_sync(title)
+    except KBError as e:
+        fail(str(e))
     finally:
         base.close()
     if page is None:
-        raise click.ClickException(f"no article found for {title!r}")
+        fail(f"no article found for {title!r}", code=1)
     click.echo(f"# {page.title}" + (f" <{page.url}>" if page.url else ""))
     click.echo(page.text)

@@ -1,8 +1,7 @@
 """A knowledge base in one SQLite file with an FTS5 index.
 
-Tables: ``articles`` (the pages, whole), ``aliases`` (redirects and other names),
-``articles_fts`` (an external-content FTS5 index over title and text) and ``meta`` (the
-build's source and progress; see :mod:`hammr.backends.kb.build`).
+The tables are laid out in :mod:`hammr.backends.kb.schema`; :mod:`hammr.backends.kb.build`
+fills them.
 
 :meth:`SqliteKB.article` looks a title up exactly (case-insensitive, ``_`` read as a space),
 then among the aliases, then takes the best full-text hit containing every word of the title
@@ -13,6 +12,7 @@ title weighing ten times the text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -22,45 +22,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from hammr.backends.kb.build import KBBuildError, build_kb
+from hammr.backends.kb.schema import title_key
 from hammr.values import Page
-
-SCHEMA_VERSION = "1"
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS articles (
-    id INTEGER PRIMARY KEY,
-    source_key TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
-    title_key TEXT NOT NULL,
-    text TEXT NOT NULL,
-    url TEXT
-);
-CREATE INDEX IF NOT EXISTS articles_title_key ON articles (title_key);
-CREATE TABLE IF NOT EXISTS aliases (
-    alias_key TEXT NOT NULL,
-    article_id INTEGER NOT NULL REFERENCES articles (id),
-    PRIMARY KEY (alias_key, article_id)
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS articles_fts USING fts5 (
-    title, text, content='articles', content_rowid='id',
-    tokenize='porter unicode61 remove_diacritics 2'
-);
-"""
 
 TITLE_WEIGHT = 10.0
 """bm25 weight of the title column against the text column (1.0)."""
 
 BUNDLED_NAME = "mini_wiki"
 
+MAX_K = 2**63 - 1
+"""The most hits one search asks SQLite for (its largest integer; more would overflow)."""
+
 
 class KBError(RuntimeError):
     """A knowledge-base file is missing, unreadable, or not finished building."""
-
-
-def title_key(title: str) -> str:
-    """The form titles are compared in: ``_`` as spaces, single spaces, case-folded."""
-    return " ".join(title.replace("_", " ").split()).casefold()
 
 
 def fts_terms(text: str) -> list[str]:
@@ -97,6 +73,11 @@ class SqliteKB:
                 f"`hammr kb build DUMP --out {self.path}`"
             )
         try:
+            self.path.open("rb").close()
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise KBError(f"cannot read the knowledge base {self.path}: {reason}") from None
+        try:
             self._con = sqlite3.connect(
                 f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False
             )
@@ -115,16 +96,21 @@ class SqliteKB:
         self._con.close()
 
     def __len__(self) -> int:
-        with self._lock:
-            (n,) = self._con.execute("SELECT count(*) FROM articles").fetchone()
+        ((n,),) = self._query("SELECT count(*) FROM articles", ())
         return int(n)
 
-    # -- synchronous lookups -------------------------------------------------------------
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of one query; a damaged file raises :class:`KBError`, not sqlite3's."""
+        try:
+            with self._lock:
+                return self._con.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise KBError(
+                f"cannot read the knowledge base {self.path} ({e}); it may be damaged: build it "
+                "again with `hammr kb build`"
+            ) from None
 
-    def _page(self, row: tuple[Any, ...] | None) -> Page | None:
-        if row is None:
-            return None
-        return Page(title=row[0], text=row[1], url=row[2])
+    # -- synchronous lookups -------------------------------------------------------------
 
     def _fts(self, match: str, k: int) -> list[Page]:
         sql = (
@@ -132,28 +118,23 @@ class SqliteKB:
             f"WHERE articles_fts MATCH ? ORDER BY bm25(articles_fts, {TITLE_WEIGHT}, 1.0), a.id "
             "LIMIT ?"
         )
-        with self._lock:
-            rows = self._con.execute(sql, (match, k)).fetchall()
+        rows = self._query(sql, (match, min(k, MAX_K)))
         return [Page(title=r[0], text=r[1], url=r[2]) for r in rows]
 
     def article_sync(self, title: str) -> Page | None:
         key = title_key(title)
         if not key:
             return None
-        with self._lock:
-            row = self._con.execute(
-                "SELECT title, text, url FROM articles WHERE title_key = ? ORDER BY id LIMIT 1",
-                (key,),
-            ).fetchone()
-            if row is None:
-                row = self._con.execute(
-                    "SELECT a.title, a.text, a.url FROM aliases s JOIN articles a "
-                    "ON a.id = s.article_id WHERE s.alias_key = ? ORDER BY a.id LIMIT 1",
-                    (key,),
-                ).fetchone()
-        page = self._page(row)
-        if page is not None:
-            return page
+        rows = self._query(
+            "SELECT title, text, url FROM articles WHERE title_key = ? ORDER BY id LIMIT 1",
+            (key,),
+        ) or self._query(
+            "SELECT a.title, a.text, a.url FROM aliases s JOIN articles a "
+            "ON a.id = s.article_id WHERE s.alias_key = ? ORDER BY a.id LIMIT 1",
+            (key,),
+        )
+        if rows:
+            return Page(title=rows[0][0], text=rows[0][1], url=rows[0][2])
         terms = fts_terms(title)
         if not terms:
             return None
@@ -196,8 +177,6 @@ def bundled_kb_path(directory: Path | None = None) -> Path:
     """The bundled knowledge base as SQLite, built into the cache the first time (and again
     whenever the bundled JSONL changes). Safe with concurrent callers: each builds into its
     own temporary file and moves it into place."""
-    from hammr.backends.kb.build import build_kb
-
     src = bundled_jsonl()
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
     out = (directory or cache_dir()) / f"{BUNDLED_NAME}.sqlite"
@@ -212,13 +191,16 @@ def bundled_kb_path(directory: Path | None = None) -> Path:
                 return out
         except sqlite3.DatabaseError:
             pass
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         build_kb(src, tmp, fmt="jsonl", progress=False, extra_meta={"source_sha256": digest})
         os.replace(tmp, out)
+    except (KBBuildError, OSError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise KBError(f"cannot build the bundled knowledge base into {out}: {reason}") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # e.g. never made: its folder could not be
+            tmp.unlink(missing_ok=True)
     return out
 
 
