@@ -6,14 +6,18 @@ agents spread over four specialists); the real viewer server (``hammr view``'s) 
 on 127.0.0.1 and each request below is timed 20 times (median, keep-alive client): pages at
 offsets 0, 5000 and 9950, and the filters correct=false, agent=..., error_kind=... (with an
 offset into the filtered list), against the first page of a 100-sample store. If the
-endpoint loaded the run, the 10k pages would cost ~100x the 100-sample page.
+endpoint loaded the run, the 10k pages would cost ~100x the 100-sample page. The last rows
+repeat the first page while 300 idle connections (connected, no request) are open, with
+the process's thread count before and after.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -100,6 +104,22 @@ def _time(client: httpx.Client, url: str) -> tuple[float, float, int]:
     )
 
 
+def _with_idle_connections(
+    server: ViewerServer, client: httpx.Client, n: int, idle_count: int = 300
+) -> tuple[str, ...]:
+    before = threading.active_count()
+    idle = [socket.create_connection(server.server_address[:2]) for _ in range(idle_count)]
+    try:
+        time.sleep(0.2)  # all accepted
+        med, p90, total = _time(client, "/api/runs/big/samples?limit=50")
+        threads = threading.active_count()
+    finally:
+        for sock in idle:
+            sock.close()
+    label = f"offset=0, {idle_count} idle conns (threads {before}->{threads})"
+    return (label, f"{n:,}", f"{total:,}", f"{med:.2f}", f"{p90:.2f}")
+
+
 def run() -> list[tuple[str, ...]]:
     requests = [
         ("offset=0", "offset=0&limit=50"),
@@ -138,6 +158,7 @@ def run() -> list[tuple[str, ...]]:
                         out.append(("GET /api/runs (cached CIs)", f"{n:,}", "1 run",
                                     f"{med:.2f}", f"{p90:.2f}"))  # fmt: skip
                         out.append(("(store written in)", f"{n:,}", "", f"{made * 1000:.0f}", "–"))
+                        out.append(_with_idle_connections(server, client, n))
             finally:
                 server.stop()
                 store.close()

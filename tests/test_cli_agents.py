@@ -87,7 +87,7 @@ def test_route_with_neighbours_prints_decision_votes_and_neighbours() -> None:
 
 def test_route_with_a_point_narrows_to_the_pointing_specialists() -> None:
     code, out, _ = run(
-        ["route", "How many of these are there?", "--point", "--router", "neighbours"]
+        ["route", "How many of these are there?", "--point", "120,80", "--router", "neighbours"]
     )
     assert code == 0
     assert "candidates for these inputs: PointQALocalAgent, PointQALookTwiceAgent" in out

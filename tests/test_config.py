@@ -50,7 +50,7 @@ def test_hammr_config_env_and_cwd_file(tmp_path: Path, monkeypatch: pytest.Monke
     [
         ('[llm]\nbackend = "gpt"\n', {}, "llm.backend = 'gpt'"),
         ("[llm]\nbakend = 1\n", {}, "unknown setting llm.bakend"),
-        ('[agent]\nmax_steps = "many"\n', {}, "should be a int"),
+        ('[agent]\nmax_steps = "many"\n', {}, "should be a whole number"),
         ("[llm\n", {}, "not valid TOML"),
         ("", {"HAMMR_LLM__GRAMMAR": "maybe"}, "$HAMMR_LLM__GRAMMAR"),
     ],
@@ -66,3 +66,127 @@ def test_bad_config_names_key_and_source(
 def test_missing_file_is_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.toml", env={})
+
+
+def test_every_numeric_setting_refuses_minus_one() -> None:
+    from hammr.config import DEFAULTS
+
+    numeric = [
+        f"{section}.{key}"
+        for section, table in DEFAULTS.items()
+        if section != "tools"
+        for key, value in table.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+    assert "agent.max_steps" in numeric and "images.max_pixels" in numeric
+    for key in numeric:
+        name = "HAMMR_" + key.upper().replace(".", "__")
+        with pytest.raises(ConfigError) as e:
+            load_config(env={"HAMMR_CONFIG": "", name: "-1"})
+        assert str(e.value).startswith(f"{key} = -1 (from ${name}) should be "), str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("agent.max_steps", "0", "0 (from $HAMMR_AGENT__MAX_STEPS) should be at least 1"),
+        ("llm.timeout_s", "0", "0 (from $HAMMR_LLM__TIMEOUT_S) should be above 0 (seconds)"),
+        ("llm.timeout_s", "nan", "nan (from $HAMMR_LLM__TIMEOUT_S) should be above 0 (seconds)"),
+        ("vlm.timeout_s", "inf", "inf (from $HAMMR_VLM__TIMEOUT_S) should be above 0 (seconds)"),
+        ("llm.n_ctx", "0", "0 (from $HAMMR_LLM__N_CTX) should be at least 1 (tokens of context)"),
+        ("vlm.concurrency", "0", "0 (from $HAMMR_VLM__CONCURRENCY) should be at least 1"),
+        ("images.max_pixels", "0", "0 (from $HAMMR_IMAGES__MAX_PIXELS) should be at least 1"),
+        (
+            "agent.router_threshold",
+            "1.5",
+            "1.5 (from $HAMMR_AGENT__ROUTER_THRESHOLD) should be between 0 and 1",
+        ),
+    ],
+)
+def test_numeric_settings_out_of_range(key: str, value: str, message: str) -> None:
+    name = "HAMMR_" + key.upper().replace(".", "__")
+    with pytest.raises(ConfigError) as e:
+        load_config(env={"HAMMR_CONFIG": "", name: value})
+    assert str(e.value) == f"{key} = {message}"
+
+
+def test_numeric_settings_at_their_limits_are_accepted() -> None:
+    env = {
+        "HAMMR_CONFIG": "",
+        "HAMMR_AGENT__MAX_STEPS": "1",
+        "HAMMR_AGENT__ROUTER_THRESHOLD": "0",
+        "HAMMR_LLM__TEMPERATURE": "0",
+        "HAMMR_LLM__TIMEOUT_S": "0.5",
+        "HAMMR_VLM__TIMEOUT_S": "3",  # an integer where a float is expected
+    }
+    cfg = load_config(env=env)
+    assert cfg.get("agent.max_steps") == 1 and cfg.get("vlm.timeout_s") == 3
+
+
+def test_config_file_that_is_not_utf8(tmp_path: Path) -> None:
+    p = tmp_path / "hammr.toml"
+    p.write_bytes("[agent]\nmax_steps = 3\n# réglages\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as e:
+        load_config(p, env={})
+    assert str(e.value) == (
+        f"{p}: not UTF-8 text (byte 0xe9 on line 3); TOML files must be UTF-8, so save it as UTF-8"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("agent = 3\n", "agent is a section ([agent]) of settings, not a value"),
+        ("[tools]\nocr = 'eng'\n", "tools.ocr is a section ([tools.ocr]) of settings"),
+        ("[tools]\ncaption = 3\n", "tools.caption = 3 (from {p}) should be a table"),
+        ("[tools.ocr.lang]\nx = 1\n", "'lang' is a value, not a section"),
+        ("[tools.caption.x]\ny = 1\n", "tools.caption.x.y (from {p}) is nested too deep"),
+    ],
+)
+def test_values_and_sections_are_not_confused(tmp_path: Path, text: str, needle: str) -> None:
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p, env={})
+    assert needle.format(p=p) in str(e.value)
+
+
+def test_config_show_lists_unset_tool_settings(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hammr.backends.registry import FACTORIES, build_backends
+    from hammr.cli import main
+
+    p = write(tmp_path, '[tools.caption]\nbackend = "vlm"\n[tools.ocr]\npsm = 7\n')
+    r = CliRunner().invoke(main, ["config", "show", "--config", str(p)], env={"HAMMR_CONFIG": ""})
+    assert r.exit_code == 0, r.output
+    rows = {
+        ln.split(" = ")[0]: ln.split(" = ", 1)[1]
+        for ln in r.stdout.splitlines()
+        if not ln.startswith("#")
+    }
+    # every capability's backend, set or not
+    for cap in {c for c, _ in FACTORIES}:
+        assert f"tools.{cap}.backend" in rows, cap
+    assert rows["tools.caption.backend"] == f"'vlm'    # {p}"
+    assert rows["tools.vqa.backend"] == "'none'    # default"
+    assert rows["tools.ocr.backend"] == "'tesseract'    # default"
+    # the options of the backend in use, unset ones as None
+    assert rows["tools.ocr.psm"] == f"7    # {p}"
+    assert rows["tools.ocr.lang"] == "'eng'    # default"
+    assert rows["tools.ocr.timeout_s"] == "None    # default (unset)"
+    assert rows["tools.caption.base_url"] == "None    # default (unset)"
+    assert rows["tools.detect.scale_factor"] == "None    # default (unset)"
+    assert rows["tools.text.context_budget_tokens"] == "None    # default (unset)"
+    assert "tools.vqa.base_url" not in rows  # no backend, no options
+    assert list(rows) == sorted(rows)
+    # the listed keys are the ones the backends take: all of them, empty, still build
+    tools: dict[str, dict[str, object]] = {}
+    for key in rows:
+        if key.startswith("tools.") and not key.endswith(".backend"):
+            _, cap, name = key.split(".")
+            tools.setdefault(cap, {})[name] = ""
+    for key, shown in rows.items():
+        if key.startswith("tools.") and key.endswith(".backend"):
+            tools.setdefault(key.split(".")[1], {})["backend"] = shown.split("'")[1]
+    tools["caption"]["backend"] = "none"  # a vlm backend needs a served model to build
+    build_backends(tools)

@@ -341,6 +341,24 @@ def test_step_limit_of_a_react_agent_whose_last_call_ran_out_counts_for_both() -
     assert table.by_agent["TwoHopAgent"].value("tool_failure") == 0
 
 
+def test_a_timeout_counts_for_the_agent_whose_step_was_in_flight() -> None:
+    # The deadline ended the run while CountAgent (called by the dispatcher) waited for its
+    # model; a second sample timed out in the dispatcher's own step.
+    child = tr("CountAgent", [st(0, tool="Detect"), st(1)], status="cancelled")
+    parent = tr(
+        "Dispatcher", [st(0, tool="CountAgent", router="neighbours", child=child)], "timeout"
+    )
+    alone = tr("Dispatcher", [st(0)], status="timeout")
+    table = error_counts(
+        [rec("a", "complex_counting", parent, status="timeout"), rec("b", "ocr", alone)]
+    )
+    assert table.by_agent["CountAgent"].value("timeout") == 1
+    assert table.by_agent["Dispatcher"].value("timeout") == 1  # sample b only
+    assert table.total.value("timeout") == 2
+    assert table.by_type["complex_counting"].value("timeout") == 1
+    assert "timeout" in table.columns
+
+
 def test_unknown_error_kinds_get_their_own_column() -> None:
     t = tr("CountAgent", [st(0, kind="brand_new_kind"), st(1, finish="1")])
     table = error_counts([rec("x", "complex_counting", t)])

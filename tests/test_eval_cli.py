@@ -201,7 +201,10 @@ def test_timeouts_and_failures_are_stored_and_retried_on_request(
     assert "1 samples ended in llm_failure (is the LLM server up?)" in err
     with RunStore(store) as s:
         slow = s.get("t", "counts", "s1")
-        assert (slow.status, slow.score, slow.error) == ("timeout", 0.0, "no answer within 1 s")
+        assert (slow.status, slow.score) == ("timeout", 0.0)
+        assert str(slow.error).startswith("no answer within 1 s of work; stopped in ")
+        assert str(slow.error).endswith(" step 1: waiting for the model")
+        assert slow.trace is not None and slow.trace.status == "timeout"  # kept, partial
         broken = s.get("t", "signs", "s2")
         assert broken.status == "error" and "not a readable image" in str(broken.error)
         down = s.get("t", "signs", "s4")
@@ -426,3 +429,63 @@ def test_errors_counts_exports_and_tabulates_labels(server: FakeServer, tmp_path
 
     code, _, err = run(["errors", "nope", "--store", str(store)], env)
     assert code == 2 and "no run named 'nope'" in err
+
+
+def errors_store(path: Path) -> Path:
+    """A store with one run of two wrong answers, for `hammr errors --export`."""
+    with RunStore(path) as store:
+        store.open_run("r", "generic-vqa", "naive")
+        for sid in ("s0", "s1"):
+            store.add(RunRecord("r", sid, "gqa", "spatial_reasoning", "q", ("a",), "b", 0.0))
+    return path
+
+
+def test_errors_export_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
+    store = errors_store(tmp_path / "runs.sqlite")
+    (tmp_path / "afile").write_text("not a folder")
+    (tmp_path / "adir").mkdir()
+    cases = {
+        tmp_path / "afile" / "wrong.csv": "a file is in the way of its folder",
+        tmp_path / "afile" / "sub" / "wrong.csv": "a file is in the way of its folder",
+        tmp_path / "adir": "is a folder; name the CSV file to write",
+    }
+    for target, reason in cases.items():
+        code, out, err = run(["errors", "r", "--store", str(store), "--export", str(target)], {})
+        assert code == 2, err
+        assert out == "" and "Traceback" not in err
+        assert err.count("\n") == 1 and err.startswith("hammr: error: "), err
+        assert str(target) in err and reason in err
+    assert (tmp_path / "afile").read_text() == "not a folder"
+    assert list((tmp_path / "adir").iterdir()) == []
+    # the same command to a writable path works, so the failures above are the path's
+    code, _, err = run(
+        ["errors", "r", "--store", str(store), "--export", str(tmp_path / "new" / "w.csv")], {}
+    )
+    assert code == 0 and "wrote 2 wrong answers" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_errors_export_into_a_read_only_folder_is_one_line(tmp_path: Path) -> None:
+    store = errors_store(tmp_path / "runs.sqlite")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        target = locked / "wrong.csv"
+        code, out, err = run(["errors", "r", "--store", str(store), "--export", str(target)], {})
+    finally:
+        locked.chmod(0o755)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err == f"hammr: error: cannot write {target}: Permission denied\n"
+
+
+def test_errors_help_explains_every_option() -> None:
+    import click
+
+    from hammr.eval.eval_cli import errors_cmd
+
+    options = [p for p in errors_cmd.params if isinstance(p, click.Option)]
+    assert {"--per-type", "--seed"} <= {o.opts[0] for o in options}
+    assert [o.opts[0] for o in options if not o.help] == []
+    r = CliRunner().invoke(main, ["errors", "--help"])
+    assert r.exit_code == 0 and "seed of the random draw" in r.output

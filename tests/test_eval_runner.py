@@ -140,7 +140,7 @@ async def test_a_timeout_and_an_exception_are_stored_and_the_run_goes_on(
         assert by_id["ok"].score == 1.0
         slow = by_id["slow"]
         assert (slow.status, slow.score, slow.prediction) == ("timeout", 0.0, None)
-        assert slow.error == "no answer within 0.3 s" and 0.3 <= slow.latency_s < 5
+        assert slow.error == "no answer within 0.3 s of work" and 0.3 <= slow.latency_s < 5
         bad = by_id["bad"]
         assert (bad.status, bad.score) == ("error", 0.0)
         assert bad.error == "RuntimeError: the tool fell over"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import sqlite3
 from pathlib import Path
@@ -487,30 +486,3 @@ def test_damaged_kb_raises_kb_errors(tmp_path: Path) -> None:
             len(base)
     finally:
         base.close()
-
-
-def test_kb_modules_import_each_other_without_a_cycle() -> None:
-    """build and sqlite_kb share the schema through schema.py; neither imports the other
-    back (function-level imports count too)."""
-    package = Path(build_mod.__file__).parent
-    graph: dict[str, set[str]] = {}
-    for path in package.glob("*.py"):
-        deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            prefix = "hammr.backends.kb."
-            deps |= {n[len(prefix) :] for n in names if n.startswith(prefix)}
-        graph[path.stem] = deps & {p.stem for p in package.glob("*.py")}
-    assert graph["build"] == {"schema"} and "build" in graph["sqlite_kb"]
-
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        return any(
-            d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in graph[start]
-        )
-
-    assert [m for m in graph if reaches(m, m, set())] == []

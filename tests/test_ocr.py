@@ -216,3 +216,18 @@ async def test_missing_language_names_package() -> None:
     ocr = TesseractOCR(lang="xyz")
     with pytest.raises(TesseractMissing, match="tesseract-ocr-xyz"):
         await ocr.read([Image(PILImage.new("RGB", (20, 20), "white"))])
+
+
+@needs_tesseract
+def test_a_language_without_data_leaves_ocr_unavailable_with_the_reason() -> None:
+    from hammr.backends.registry import build_backends
+
+    built = build_backends({"ocr": {"lang": "eng+xyz"}})
+    assert "ocr" not in built.backends
+    assert built.unavailable["ocr"] == (
+        "tesseract has no language data for xyz; install it with: apt-get install tesseract-ocr-xyz"
+    )
+    assert TesseractOCR(lang="eng+xyz").missing_languages() == ["xyz"]
+    built = build_backends({"ocr": {"lang": "eng"}})
+    assert isinstance(built.backends["ocr"], TesseractOCR) and "ocr" not in built.unavailable
+    assert TesseractOCR(lang="eng").missing_languages() == []

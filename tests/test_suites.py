@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hammr.eval.datasets import DatasetError
+from hammr.eval.metrics import METRICS as METRIC_REGISTRY
 from hammr.eval.suites import (
     METRICS,
     SuiteEntry,
@@ -30,7 +31,7 @@ TABLE_2 = {
     "two_image": "exact_match",
     "spatial_reasoning": "exact_match",
     "complex_counting": "exact_match",
-    "ocr_reasoning": "vqa_accuracy",
+    "ocr_reasoning": "textvqa_accuracy",
 }
 
 
@@ -109,6 +110,21 @@ def test_bundled_suites() -> None:
     for suite in (generic, muse):
         assert all(e.metric in METRICS for e in suite.entries)
         assert len({e.name for e in suite.entries}) == len(suite.entries)
+
+
+def test_suite_metric_names_are_the_registry_names() -> None:
+    assert sorted(METRICS) == sorted(METRIC_REGISTRY)
+
+
+def test_an_entry_whose_annotations_lead_outside_names_the_entry(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "gqa").mkdir(parents=True)
+    (data / "gqa" / "q.json").write_text(
+        json.dumps({"9": {"imageId": "../../../x", "question": "q", "answer": "a"}})
+    )
+    entry = SuiteEntry(name="gqa", dataset="gqa", metric="exact_match", file="gqa/q.json")
+    with pytest.raises(SuiteError, match=r"entry 'gqa': gqa: .*q\.json, sample '9'.*outside"):
+        entry.load(data)
 
 
 def test_generic_suite_samples(generic_dir: Path) -> None:

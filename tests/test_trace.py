@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,66 @@ def test_load_errors_are_clear(tmp_path: Path) -> None:
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a hammr trace"):
         Trace.load(bad)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"steps": "x"}, 'steps should be a list, got "x"'),
+        ({"answer": 3}, "answer should be a string or null, got 3"),
+        ({"latency_s": "fast"}, 'latency_s should be a number, got "fast"'),
+        ({"inputs": []}, "inputs should be an object, got []"),
+        ({"agent": None}, "agent should be a string, got null"),
+        ({"steps": [{"index": True}]}, "steps[0].index should be an integer, got true"),
+        ({"steps": [{"index": 0, "cached": "no"}]}, "steps[0].cached should be true or false"),
+        ({"steps": [{"index": 0}, {"thought": "?"}]}, "steps[1].index is missing"),
+        ({"steps": [{"index": 0, "usage": []}]}, "steps[0].usage should be an object, got []"),
+        ({"steps": [{"index": 0, "child": "C"}]}, "steps[0].child should be an object or null"),
+        (
+            {"steps": [{"index": 0, "child": {"agent": "C", "question": "s", "status": "ok"}}]},
+            "steps[0].child.status should be one of running, finished, step_limit, llm_failure",
+        ),
+    ],
+)  # fmt: skip
+def test_from_dict_names_the_bad_field(change: dict[str, object], message: str) -> None:
+    from hammr.trace import TraceFormatError
+
+    doc = {**sample_trace().to_dict(), **change}
+    with pytest.raises(TraceFormatError) as e:
+        Trace.from_dict(doc)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_from_dict_refuses_missing_and_unknown_fields() -> None:
+    from hammr.trace import TraceFormatError
+
+    doc = sample_trace().to_dict()
+    del doc["question"]
+    with pytest.raises(TraceFormatError, match=r"^question is missing$"):
+        Trace.from_dict(doc)
+    doc = {**sample_trace().to_dict(), "colour": "red"}
+    with pytest.raises(TraceFormatError, match=r"^unknown field colour \(known: format, "):
+        Trace.from_dict(doc)
+    with pytest.raises(TraceFormatError, match=r"^the document should be an object, got \[\]$"):
+        Trace.from_dict([])  # type: ignore[arg-type]
+
+
+def test_load_names_the_file_and_the_field(tmp_path: Path) -> None:
+    from hammr.trace import TraceFormatError
+
+    path = sample_trace().save(tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    doc["steps"][0]["child"]["steps"][0]["usage"]["prompt_tokens"] = "100"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError) as e:
+        Trace.load(path)
+    assert str(e.value) == (
+        f"{path} is not a valid hammr trace: "
+        'steps[0].child.steps[0].usage.prompt_tokens should be an integer, got "100"'
+    )
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(TraceFormatError, match="not UTF-8 text"):
+        Trace.load(path)
+    path.write_text(json.dumps({**doc, "format": "hammr-trace/2"}))
+    with pytest.raises(TraceFormatError, match='trace format "hammr-trace/2" is not hammr-trace/1'):
+        Trace.load(path)

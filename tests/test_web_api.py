@@ -1,16 +1,24 @@
 """The viewer's back end: every JSON endpoint over a real store, served by the real server
-on a free port; path traversal and odd ids get 404; `hammr view TRACE.json`'s temporary
-store; `hammr report --html`'s single file; the store migration that adds the indexed
-agent / error-kind columns."""
+on a free port; run and sample names with '/' and other odd characters open (one encoded
+path segment each) while path traversal gets 404; the server's headers, HEAD, 405, Host
+check, IPv6, idle and half-open connections (no thread each, closed at a deadline), its
+connection limit and bounded pool, and `hammr view` stopping on SIGINT; `hammr view
+TRACE.json`'s temporary store; `hammr report --html`'s single file; the store migration
+that adds the indexed agent / error-kind columns."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import socket
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -178,9 +186,11 @@ def test_samples_paging_and_fields(served: tuple[httpx.Client, RunStore]) -> Non
     for bad in ("offset=-1", "limit=x", "correct=maybe"):
         r = client.get(f"/api/runs/run-a/samples?{bad}")
         assert r.status_code == 400 and "error" in r.json()
-    # a run name with a slash and non-ASCII letters, URL-encoded
-    b = client.get("/api/runs/run%20b%2F%C3%BC/samples")
-    assert b.status_code == 404  # encoded slashes are refused (see the traversal test)
+    # a run name with a slash and non-ASCII letters: one URL-encoded segment
+    b = client.get("/api/runs/run%20b%2F%C3%BC/samples", params={"limit": 100})
+    assert b.status_code == 200
+    assert b.json()["total"] == 16 and b.json()["items"][-1]["sample_id"] == "only-b"
+    assert client.get("/api/runs/run%20b/%C3%BC/samples").status_code == 404  # two segments
 
 
 def test_sample_filters(served: tuple[httpx.Client, RunStore]) -> None:
@@ -244,8 +254,11 @@ def test_images(served: tuple[httpx.Client, RunStore]) -> None:
 
 def test_compare(served: tuple[httpx.Client, RunStore]) -> None:
     client, _ = served
-    base = "/api/compare/run-a/run%20b%2F%C3%BC"
-    assert client.get(base).status_code == 404  # encoded slash in a run name
+    # a run name with a slash, encoded as %2F in its one segment
+    other = client.get("/api/compare/run-a/run%20b%2F%C3%BC?only=all&limit=100").json()
+    assert other["total"] == 36
+    only_b = next(x for x in other["items"] if x["sample_id"] == "only-b")
+    assert only_b["a"] is None and only_b["b"]["status"] == "timeout"
     # compare run-a with itself: nothing differs
     same = client.get("/api/compare/run-a/run-a").json()
     assert same["total"] == 0 and same["items"] == []
@@ -350,6 +363,36 @@ def raw_get(client: httpx.Client, target: str, method: str = "GET") -> tuple[int
         "/api/nothing",
         "http://127.0.0.1/etc/passwd",
         "/api/images/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0",
+        # aimed at the encoded slash allowed inside run and sample names
+        "/api/runs/..%2F..%2Fetc%2Fpasswd/samples",
+        "/api/runs/run-a/samples/..%2F..%2Fetc/passwd",
+        "/api/runs/run-a/samples/tallyqa/..%2F..%2Fetc%2Fpasswd",
+        "/api/runs/run-a/samples/tallyqa/s00%2F..%2F..%2Fetc%2Fpasswd",
+        "/api/runs/%2e%2e%2F%2e%2e%2Fetc%2Fpasswd/samples",
+        "/api/runs/%2e%2e/samples",
+        "/api/runs/run-a/samples/%2e/s00",
+        "/api/runs/run-a%2F%2e%2e/samples",
+        "/api/runs/run-a%2F.%2Fx/samples",
+        "/api/runs/%2Fetc%2Fpasswd/samples",
+        "/api/runs/run-a%2F/samples",
+        "/api/runs/run-a%2F%2Fx/samples",
+        "/api/runs/run-a%5C..%5C..%5Cetc/samples",
+        "/api/runs/run-a%2F%00/samples",
+        "/api/runs/..%252F..%252Fetc%252Fpasswd/samples",
+        "/api/runs/run-a/samples/tallyqa/..%252F..%252Fs00",
+        "/api/runs/run-a%252Fx/samples",
+        "/api/compare/run-a/..%2Frun-a",
+        "/api/compare/..%2F..%2Fetc%2Fpasswd/run-a",
+        "/api/images/..%2F..%2Fetc%2Fpasswd",
+        "/api/images/0123456789abcdef%2F..",
+        "/static/..%2Fapi.py",
+        "/static/%2e%2e%2fapi.py",
+        "/static/%2e%2e%2f__init__.py",
+        "/static/%252e%252e%252fapi.py",
+        "/static/..%5capi.py",
+        "/static%2Fapp.js",
+        "/api%2Fruns",
+        "/api/runs%2F..%2Fruns",
     ],
 )
 def test_traversal_and_odd_ids_get_404(served: tuple[httpx.Client, RunStore], target: str) -> None:
@@ -357,14 +400,13 @@ def test_traversal_and_odd_ids_get_404(served: tuple[httpx.Client, RunStore], ta
     status, body = raw_get(client, target)
     assert status == 404, target
     assert "error" in json.loads(body)
+    assert b"root:" not in body and b"import" not in body  # no /etc/passwd, no source file
 
 
 def test_odd_but_harmless_ids_are_plain_lookups(served: tuple[httpx.Client, RunStore]) -> None:
     client, store = served
     store.open_run("odd run", "s", "x")
     store.add(rec("odd run", "id with spaces & ?#%", 1.0, dataset="d ü"))
-    from urllib.parse import quote
-
     r = client.get(
         "/api/runs/odd%20run/samples/" + quote("d ü", safe="") + "/"
         + quote("id with spaces & ?#%", safe="")
@@ -374,6 +416,78 @@ def test_odd_but_harmless_ids_are_plain_lookups(served: tuple[httpx.Client, RunS
     assert listed["items"][0]["dataset"] == "d ü"
     # SQL-looking ids are parameters, nothing more
     assert client.get("/api/runs/run-a'%20OR%201=1--/samples").status_code == 404
+
+
+ODD_NAMES = [
+    ("exp/try1", "vstar", "val/0001"),  # V* Bench ids are <category>/<name>
+    ("a/b/c", "direct_attributes", "sa_1/2/3"),
+    ("run with spaces", "d ü", "id with spaces"),
+    ("100% sure", "data%set", "%41%2F"),  # a literal '%': decoded once, never twice
+    ("hash#tag", "q?x=1", "x&y=2#frag"),
+    ("日本語/ラン", "données", "échantillon/ß"),
+    ("a%2Fb", "plain", "plain"),  # a literal %2F in a name
+]
+
+
+@pytest.fixture(scope="module")
+def odd_store(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[httpx.Client, RunStore]]:
+    store = RunStore(tmp_path_factory.mktemp("odd") / "runs.sqlite")
+    for run, dataset, sid in ODD_NAMES:
+        store.open_run(run, "odd", "hammr")
+        store.add(rec(run, sid, 1.0, dataset=dataset, question=f"q of {run}|{sid}"))
+        store.add(rec(run, "other", 0.0, dataset=dataset))
+    server = ViewerServer(store)
+    server.start_in_thread()
+    with httpx.Client(base_url=server.url.rstrip("/"), timeout=10) as client:
+        yield client, store
+    server.stop()
+    store.close()
+
+
+def seg(name: str) -> str:
+    """A name as ONE path segment, as the front end sends it (encodeURIComponent)."""
+    return quote(name, safe="")
+
+
+@pytest.mark.parametrize(("run", "dataset", "sid"), ODD_NAMES)
+def test_names_with_slashes_and_odd_characters_open(
+    odd_store: tuple[httpx.Client, RunStore], run: str, dataset: str, sid: str
+) -> None:
+    client, _ = odd_store
+    names = [x["name"] for x in client.get("/api/runs").json()["runs"]]
+    assert run in names
+    listed = client.get(f"/api/runs/{seg(run)}/samples")
+    assert listed.status_code == 200, run
+    assert {(x["dataset"], x["sample_id"]) for x in listed.json()["items"]} == {
+        (dataset, sid),
+        (dataset, "other"),
+    }
+    # the filter takes the dataset from the query string
+    filtered = client.get(f"/api/runs/{seg(run)}/samples", params={"dataset": dataset})
+    assert filtered.json()["total"] == 2
+    detail = client.get(f"/api/runs/{seg(run)}/samples/{seg(dataset)}/{seg(sid)}")
+    assert detail.status_code == 200, (run, sid)
+    d = detail.json()
+    assert (d["dataset"], d["sample_id"], d["question"]) == (dataset, sid, f"q of {run}|{sid}")
+    both = client.get(f"/api/compare/{seg(run)}/{seg(run)}", params={"only": "all"}).json()
+    assert both["total"] == 2
+    # the same name sent unencoded is other segments: nothing
+    if "/" in sid:
+        assert client.get(f"/api/runs/{seg(run)}/samples/{seg(dataset)}/{sid}").status_code == 404
+
+
+def test_encoded_names_decode_exactly_once(odd_store: tuple[httpx.Client, RunStore]) -> None:
+    client, _ = odd_store
+    # "a%2Fb" is a run of its own; "a/b" is not a run: each resolves only to itself
+    assert client.get("/api/runs/a%252Fb/samples").json()["total"] == 2
+    assert client.get("/api/runs/a%2Fb/samples").status_code == 404
+    # double-encoding the slash of exp/try1 names the literal run "exp%2Ftry1": none
+    r = client.get("/api/runs/exp%252Ftry1/samples")
+    assert r.status_code == 404 and "exp%2Ftry1" in r.json()["error"]
+    ok = client.get("/api/runs/100%25%20sure/samples/data%25set/%2541%252F")
+    assert ok.status_code == 200 and ok.json()["sample_id"] == "%41%2F"
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
@@ -514,3 +628,270 @@ def test_trace_facets() -> None:
     t = traced("q", fail=True).to_dict()
     assert trace_facets(t) == ("CountingAgent", ",bad_arguments,syntax,")
     assert trace_facets({"agent": "Solo", "steps": []}) == ("Solo", "")
+
+
+# -- the server: headers, HEAD, idle and half-open connections, limits, the command ----------
+
+
+def test_security_headers_and_head(served: tuple[httpx.Client, RunStore]) -> None:
+    client, _ = served
+    get = client.get("/api/runs")
+    for r in (get, client.get("/api/nothing"), client.post("/api/runs")):
+        assert r.headers["x-content-type-options"] == "nosniff", r.url
+        assert r.headers["referrer-policy"] == "no-referrer"
+        assert r.headers["x-frame-options"] == "DENY"
+    head = client.head("/api/runs")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(get.content))
+    assert head.headers["content-type"] == get.headers["content-type"]
+    assert client.head("/api/runs", headers={"Host": "evil.example"}).status_code == 403
+    assert client.head("/api/nothing").status_code == 404
+
+
+def test_keep_alive_answers_are_not_held_back(served: tuple[httpx.Client, RunStore]) -> None:
+    """Headers and body are two writes: without TCP_NODELAY each answer on a kept-alive
+    connection waits ~40 ms for the client's delayed ACK."""
+    client, _ = served
+    client.get("/api/runs/run-a/samples/tallyqa/s03")
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        assert client.get("/api/runs/run-a/samples/tallyqa/s03").status_code == 200
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    assert times[len(times) // 2] < 0.025, times
+
+
+def thread_counts() -> tuple[int, int]:
+    """(Python threads, OS threads) of this process."""
+    return threading.active_count(), len(os.listdir("/proc/self/task"))
+
+
+def read_response(sock: socket.socket) -> http.client.HTTPResponse:
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    resp.read()
+    return resp
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closed ``sock`` (EOF or reset), None if it stayed open."""
+    t0 = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - t0
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_idle_connections_cost_no_threads_and_do_not_block(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    fill(store)
+    base_py, base_os = thread_counts()
+    server = ViewerServer(store)
+    server.start_in_thread()
+    host, port = server.server_address[:2]
+    idle: list[socket.socket] = []
+    try:
+        for i in range(300):
+            s = socket.create_connection((host, port), timeout=5)
+            if i % 3 == 1:
+                s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+            elif i % 3 == 2:
+                s.sendall(b"GE")
+            idle.append(s)
+        time.sleep(0.2)  # let the server accept them all
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=5) as client:
+            t0 = time.perf_counter()
+            r = client.get("/api/runs")
+            first = time.perf_counter() - t0
+            assert r.status_code == 200 and len(r.json()["runs"]) == 2
+            t0 = time.perf_counter()
+            assert client.get("/").status_code == 200
+            page = time.perf_counter() - t0
+        py, os_threads = thread_counts()
+        print(
+            f"300 idle connections: threads {base_py}->{py} (python), {base_os}->{os_threads} "
+            f"(os); GET /api/runs {first * 1000:.1f} ms, GET / {page * 1000:.1f} ms"
+        )
+        assert first < 1.0 and page < 1.0
+        assert py <= base_py + 20 and os_threads <= base_os + 20
+        # every idle connection is still open (not refused, not reset): they were accepted
+        assert closed_within(idle[0], 0.05) is None
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+        store.close()
+
+
+def test_incomplete_requests_are_closed_at_the_deadline(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    fill(store)
+    server = ViewerServer(store, request_timeout=0.5, keep_alive=1)
+    server.start_in_thread()
+    addr = server.server_address[:2]
+    request = b"GET /api/runs/run-a/samples?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    socks: list[socket.socket] = []
+    try:
+        silent = socket.create_connection(addr, timeout=5)
+        partial = socket.create_connection(addr, timeout=5)
+        partial.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        socks += [silent, partial]
+        t_silent = closed_within(silent, 3)
+        t_partial = closed_within(partial, 3)
+        assert t_silent is not None and 0.3 < t_silent < 1.5, t_silent
+        assert t_partial is not None and t_partial < 1.5, t_partial
+
+        # trickling a header a byte at a time does not extend the deadline
+        trickle = socket.create_connection(addr, timeout=5)
+        socks.append(trickle)
+        t0 = time.monotonic()
+        closed_at = None
+        for b in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"x" * 100:
+            try:
+                trickle.sendall(bytes([b]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed_at = time.monotonic() - t0
+                break
+            time.sleep(0.05)
+            if closed_within(trickle, 0.001) is not None:
+                closed_at = time.monotonic() - t0
+                break
+        assert closed_at is not None and closed_at < 1.5, closed_at
+
+        # a busy keep-alive connection lives past the deadline (each answer re-arms it) ...
+        busy = socket.create_connection(addr, timeout=5)
+        socks.append(busy)
+        t0 = time.monotonic()
+        for i in range(6):
+            if i:
+                time.sleep(0.3)
+            busy.sendall(request)
+            assert read_response(busy).status == 200
+        assert time.monotonic() - t0 > 1.4  # well past request_timeout, on the same socket
+        # ... and once quiet it is closed (the deadline, 0.5 s, before keep-alive's 1 s)
+        t_quiet = closed_within(busy, 4)
+        assert t_quiet is not None and 0.3 < t_quiet < 1.5, t_quiet
+    finally:
+        for s in socks:
+            s.close()
+        server.stop()
+        store.close()
+
+
+def test_connection_limit_answers_503(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    fill(store)
+    server = ViewerServer(store, max_connections=10)
+    server.start_in_thread()
+    idle = [socket.create_connection(server.server_address[:2], timeout=5) for _ in range(12)]
+    try:
+        time.sleep(0.2)
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=5) as client:
+            assert client.get("/api/runs").status_code == 503
+            for s in idle:
+                s.close()
+            time.sleep(0.2)
+            assert client.get("/api/runs").status_code == 200
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+        store.close()
+
+
+def test_concurrent_requests_use_a_bounded_pool(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    fill(store)
+    base_py, _ = thread_counts()
+    server = ViewerServer(store, workers=3)
+    server.start_in_thread()
+    prefix = f"hammr-view-{server.server_address[1]}_"  # this server's pool threads
+    seen: list[int] = []
+    statuses: list[int] = []
+
+    def client_thread() -> None:
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=10) as c:
+            for i in range(5):
+                statuses.append(c.get(f"/api/runs/run-a/samples?offset={i}").status_code)
+
+    try:
+        clients = [threading.Thread(target=client_thread) for _ in range(20)]
+        for t in clients:
+            t.start()
+        for _ in range(20):
+            names = [t.name for t in threading.enumerate()]
+            seen.append(sum(n.startswith(prefix) for n in names))
+            time.sleep(0.01)
+        for t in clients:
+            t.join(timeout=30)
+        assert statuses == [200] * 100
+        assert max(seen) <= 3
+        workers = [t for t in threading.enumerate() if t.name.startswith(prefix)]
+        assert 1 <= len(workers) <= 3
+    finally:
+        server.stop()
+        store.close()
+    assert threading.active_count() <= base_py + 3  # the loop thread is gone after stop
+
+
+def test_ipv6_loopback(tmp_path: Path) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    store = RunStore(tmp_path / "runs.sqlite")
+    fill(store)
+    try:
+        server = ViewerServer(store, "::1", 0)
+    except OSError as e:
+        store.close()
+        pytest.skip(f"cannot bind ::1: {e}")
+    server.start_in_thread()
+    try:
+        assert server.url.startswith("http://[::1]:") and server.url.endswith("/")
+        assert server.server_address[1] != 0
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=5) as client:
+            assert client.get("/api/runs").status_code == 200
+            assert client.get("/api/runs", headers={"Host": "evil.example"}).status_code == 403
+    finally:
+        server.stop()
+        store.close()
+
+
+def test_view_command_serves_and_stops_on_sigint(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    store_path = tmp_path / "runs.sqlite"
+    store = RunStore(store_path)
+    fill(store)
+    store.close()
+    env = {**os.environ, "HAMMR_CONFIG": ""}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from hammr.cli import main; main()", "view", "run b/ü",
+         "--store", str(store_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/#/run/run%20b%2F%C3%BC", url), url
+        base = url.split("#")[0].rstrip("/")
+        r = httpx.get(base + "/api/runs/run%20b%2F%C3%BC/samples", timeout=10)
+        assert r.status_code == 200 and r.json()["total"] == 16
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped" in err and "Traceback" not in err, err
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(base + "/api/runs", timeout=2)

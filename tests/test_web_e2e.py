@@ -21,6 +21,11 @@ from PIL import ImageDraw
 from fake_openai_server import FakeServer, Reply, Seen, ok_body
 from hammr.cli import main
 from hammr.eval.store import RunStore
+from hammr.eval.types import RunRecord
+from hammr.trace import Step, Trace, encode_value
+from hammr.values import Image
+from hammr.values import Page as KbPage
+from hammr.web.static_report import write_report
 from test_eval_cli import env_for, make_data
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -229,3 +234,163 @@ def test_static_report_renders_the_same_trace_from_disk(
     check_trace(page, "static_sample_trace.png")
     assert not errors, errors
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
+
+
+# -- names with '/', the judge line, page links -------------------------------------------------
+
+SLASH_RUN = "exp/try1"
+SLASH_ID = "val/0001"  # V* Bench ids are <category>/<name>
+SAFE_PAGES = {"https://en.wikipedia.org/wiki/Cat": "Cat", "http://example.org/dog": "Dog"}
+UNSAFE_PAGES = {
+    "javascript:alert(document.domain)": "Evil",
+    " JavaScript:alert(1)": "Evil too",
+    "file:///etc/passwd": "Local",
+    "data:text/html,<script>alert(1)</script>": "Inline",
+}
+
+
+def page_trace(question: str) -> Trace:
+    """A dispatcher whose inputs hold an image and pages, and a step whose output is a page."""
+    images: dict[str, Image] = {}
+    t = Trace(agent="QuestionDispatcherAgent", question=question, model="m", answer="a cat")
+    t.status = "finished"
+    pages = [KbPage(title, "some words here", url) for url, title in SAFE_PAGES.items()]
+    pages += [KbPage(title, "more words", url) for url, title in UNSAFE_PAGES.items()]
+    t.inputs = {
+        "image": encode_value(Image(PILImage.new("RGB", (64, 48), (30, 90, 200))), images),
+        "pages": encode_value(pages, images),
+    }
+    t.steps.append(
+        Step(
+            index=0,
+            thought="look it up",
+            action="article = WikipediaArticle('Mouse')",
+            tool="WikipediaArticle",
+            output_var="article",
+            output=encode_value(KbPage("Mouse", "a small rodent", "javascript:alert('mouse')"), {}),
+            observation="page 'Mouse' (3 words)",
+        )
+    )
+    t.steps.append(Step(index=1, finish="a cat"))
+    t.images.update(images)
+    return t
+
+
+@pytest.fixture(scope="module")
+def slash_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("slash") / "runs.sqlite"
+    with RunStore(path) as store:
+        store.open_run(SLASH_RUN, "vstar", "hammr")
+        for sid, judge in ((SLASH_ID, "none"), ("val/0002", "exact"), ("rel/0001", "exact")):
+            store.add(
+                RunRecord(
+                    run=SLASH_RUN,
+                    sample_id=sid,
+                    dataset="vstar",
+                    question_type="direct_attributes",
+                    question=f"What animal is in {sid}?",
+                    answers=("a cat",),
+                    prediction="a cat",
+                    score=1.0,
+                    judge=judge,
+                    trace=page_trace(f"What animal is in {sid}?"),
+                )
+            )
+    yield path
+
+
+def check_slash_sample(page: Page) -> None:
+    """The open sample is vstar / val/0001: its content, the judge line and the page links."""
+    page.locator("#judge").wait_for()
+    assert page.locator(".toolbar h1").inner_text() == f"vstar / {SLASH_ID}"
+    assert page.locator(".question").first.inner_text() == f"What animal is in {SLASH_ID}?"
+    # "Judge" and its value are apart (it read "JUDGEnone")
+    judge = page.locator("#judge")
+    assert page.locator("#judge .judge-value").inner_text() == "none"
+    assert re.fullmatch(r"judge\s+none", judge.inner_text().strip(), re.IGNORECASE), (
+        judge.inner_text()
+    )
+    tag = judge.locator(".tag").bounding_box()
+    value = page.locator("#judge .judge-value").bounding_box()
+    assert tag is not None and value is not None and value["x"] >= tag["x"] + tag["width"] + 4
+    # pages: a link only for http(s) URLs; the others are text, not links
+    chips = page.locator(".chip.page").evaluate_all(
+        "cs => cs.map(c => { const a = c.querySelector('a'), b = c.querySelector('b');"
+        " return [(a || b).textContent, a ? a.getAttribute('href') : null]; })"
+    )
+    linked = {href: title for title, href in chips if href is not None}
+    unlinked = sorted(title for title, href in chips if href is None)
+    assert linked == SAFE_PAGES
+    assert unlinked == sorted([*UNSAFE_PAGES.values(), "Mouse"])  # + the step's output
+    assert "javascript:alert(document.domain)" in page.locator(".inputs").inner_text()
+    bad = page.evaluate(
+        "[...document.querySelectorAll('a[href]')].map(e => e.getAttribute('href'))"
+        ".filter(h => !/^(#|https?:)/i.test(h))"
+    )
+    assert bad == [], bad
+
+
+def test_names_with_slashes_open_by_clicking(slash_store: Path, browser: object) -> None:
+    from hammr.web.server import ViewerServer
+
+    store = RunStore(slash_store)
+    server = ViewerServer(store, port=0)
+    server.start_in_thread()
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        errors: list[str] = []
+        bad_status: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("response", lambda r: bad_status.append(r.url) if r.status >= 400 else None)
+        page.goto(server.url)
+        page.locator(f'tr.run-row[data-run="{SLASH_RUN}"] a.run-link').click()
+        page.wait_for_function("location.hash === '#/run/exp%2Ftry1'")
+        rows = page.locator("#samples tbody tr.sample-row")
+        rows.first.wait_for()
+        assert sorted(rows.evaluate_all("rs => rs.map(r => r.dataset.id)")) == [
+            "rel/0001", "val/0001", "val/0002",
+        ]  # fmt: skip
+        assert page.locator(".toolbar h1").inner_text() == SLASH_RUN
+        page.click(f'#samples tbody tr.sample-row[data-id="{SLASH_ID}"] td.question')
+        page.wait_for_function("location.hash === '#/run/exp%2Ftry1/sample/vstar/val%2F0001'")
+        check_slash_sample(page)
+        page.screenshot(path=str(ARTIFACTS / "slash_sample.png"), full_page=True)
+
+        # the crumb back to the run, and a deep link opened afresh
+        page.click("#crumbs a:has-text('exp/try1')")
+        page.wait_for_function("location.hash === '#/run/exp%2Ftry1'")
+        rows.first.wait_for()
+        fresh = browser.new_page()  # type: ignore[attr-defined]
+        fresh.on("pageerror", lambda e: errors.append(str(e)))
+        fresh.goto(server.url + "#/run/exp%2Ftry1/sample/vstar/val%2F0001")
+        check_slash_sample(fresh)
+
+        # compare the run with itself and follow a sample link
+        page.goto(server.url + "#/compare/exp%2Ftry1/exp%2Ftry1?only=all")
+        page.locator("tr.compare-row").first.wait_for()
+        page.locator("tr.compare-row", has_text=SLASH_ID).locator("td.side a").first.click()
+        page.wait_for_function("location.hash.endsWith('/sample/vstar/val%2F0001')")
+        check_slash_sample(page)
+        assert not errors, errors
+        assert not bad_status, bad_status
+    finally:
+        server.stop()
+        store.close()
+
+
+def test_static_report_opens_names_with_slashes(
+    slash_store: Path, browser: object, tmp_path: Path
+) -> None:
+    out = tmp_path / "slash.html"
+    with RunStore(slash_store) as store:
+        write_report(store, [SLASH_RUN], out, ci_samples=20)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(out.as_uri())
+    page.locator(f'tr.run-row[data-run="{SLASH_RUN}"] a.run-link').click()
+    page.locator(f'#samples tbody tr.sample-row[data-id="{SLASH_ID}"] a').click()
+    page.wait_for_function("location.hash === '#/run/exp%2Ftry1/sample/vstar/val%2F0001'")
+    check_slash_sample(page)
+    page.screenshot(path=str(ARTIFACTS / "static_slash_sample.png"), full_page=True)
+    assert not errors, errors

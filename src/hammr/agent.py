@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,15 @@ class AgentFailed(ToolError):
     def __init__(self, message: str, trace: Trace) -> None:
         super().__init__(message)
         self.trace = trace
+
+
+def mark_cancelled(trace: Trace) -> None:
+    """Record in a trace that its run was cancelled (by a timeout or the user) mid-way."""
+    trace.status = "cancelled"
+    last = trace.steps[-1] if trace.steps else None
+    where = f" in step {last.index + 1}" if last is not None else " before its first step"
+    doing = f" ({last.action})" if last is not None and last.action else ""
+    trace.error = f"cancelled{where}{doing}"
 
 
 def observation_for(var: str, value: Value, result: ToolResult) -> str:
@@ -238,6 +248,7 @@ class ReActAgent:
             variables = {"question": question, **variables}
         trace = Trace(agent=self.name, question=question, model=model.name)
         trace.inputs = {n: encode_value(v, trace.images) for n, v in variables.items()}
+        ctx.trace_started(trace)
         run = _Run(
             variables=variables,
             messages=[
@@ -257,6 +268,9 @@ class ReActAgent:
             else:
                 trace.status = "step_limit"
                 trace.error = f"no answer after {self.max_steps} steps"
+        except asyncio.CancelledError:
+            mark_cancelled(trace)
+            raise
         finally:
             trace.latency_s = time.perf_counter() - started
         return AgentResult(trace.answer, trace)
@@ -367,7 +381,7 @@ class ReActAgent:
             keywords = {k: resolve(v, run.variables) for k, v in act.kwargs}
             args = bind_arguments(tool, positional, keywords)
             step.arguments = {k: encode_value(v, run.trace.images) for k, v in args.items()}
-            result = await tool.invoke(args, ctx)
+            result = await tool.invoke(args, ctx.for_step(step))
         except ResolveError as e:
             self._fail(run, step, e.kind, str(e))
             return
@@ -403,4 +417,4 @@ class ReActAgent:
         run.messages.append(Message("user", f"[Observe]: {step.observation}"))
 
 
-__all__ = ["AgentFailed", "AgentResult", "ReActAgent"]
+__all__ = ["AgentFailed", "AgentResult", "ReActAgent", "mark_cancelled"]

@@ -18,6 +18,7 @@ from hammr.web.web_cli import view_cmd
 
 if TYPE_CHECKING:
     from hammr.agents.routing import RouterKind
+    from hammr.trace import Trace
 
 EPILOG_ASK = """\b
 Examples:
@@ -66,7 +67,11 @@ def main() -> None:
     help="Save the full trace as JSON here (images go in images/ beside it).",
 )
 @click.option("--show", is_flag=True, help="Print every step as a tree after the answer.")
-@click.option("--max-steps", type=int, help="Step limit per agent (default: agent.max_steps).")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    help="Step limit per agent (default: agent.max_steps).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option(
     "--image2",
@@ -102,8 +107,8 @@ def ask(
     configuration.
     """
     from hammr.agents import SpecError
-    from hammr.agents.system import HAMMR
-    from hammr.factory import build_llm, build_systems
+    from hammr.agents.system import HAMMR, build_systems
+    from hammr.factory import build_llm
     from hammr.tools.base import ToolContext
     from hammr.trace import format_trace
 
@@ -137,15 +142,44 @@ def ask(
         except KeyboardInterrupt:
             fail("interrupted", code=130)
     trace = result.trace
-    if trace_path is not None:
-        trace.save(trace_path)
     if show:
         click.echo(format_trace(trace), err=False)
         click.echo("")
+    if result.answer is not None:
+        click.echo(result.answer)
+    # saved after printing: a path that cannot be written must not cost the model's work
+    problem = _save_trace(trace, trace_path) if trace_path is not None else None
+    no_answer = f"no answer ({trace.status}: {trace.error})"
+    if problem is not None:
+        fail(problem if result.answer is not None else f"{problem}; and {no_answer}")
     if result.answer is None:
-        click.echo(f"hammr: no answer ({trace.status}: {trace.error})", err=True)
+        click.echo(f"hammr: {no_answer}", err=True)
         sys.exit(1)
-    click.echo(result.answer)
+
+
+def _save_trace(trace: Trace, path: Path) -> str | None:
+    """Save the trace at ``path``; None once saved, else one line saying why not."""
+    if path.is_dir():
+        return (
+            f"cannot save the trace to {path}: it is a directory; "
+            f"give a file name, e.g. --trace {path / 'trace.json'}"
+        )
+    blocker = next((d for d in reversed(path.parents) if d.exists() and not d.is_dir()), None)
+    if blocker is not None:
+        return (
+            f"cannot save the trace to {path}: {blocker} is a file, not a folder; "
+            "choose another --trace path"
+        )
+    try:
+        trace.save(path)
+    except OSError as e:
+        culprit = Path(e.filename) if e.filename else None
+        at = f" ({culprit})" if culprit is not None and culprit in path.parents else ""
+        return (
+            f"cannot save the trace to {path}: {e.strerror or e}{at}; "
+            "choose a --trace path in a writable folder"
+        )
+    return None
 
 
 def _parse_point(text: str, image: Image) -> tuple[float, float]:
@@ -198,6 +232,8 @@ def replay(trace_file: Path) -> None:
         trace = Trace.load(trace_file)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
+    except OSError as e:
+        fail(f"cannot read the trace {trace_file}: {e.strerror or e}")
     click.echo(format_trace(trace))
 
 
@@ -209,13 +245,23 @@ def config() -> None:
 @config.command("show")
 @config_option
 def config_show(config_path: Path | None) -> None:
-    """Print every setting, its value and where it came from (default, file, environment)."""
+    """Print every setting, its value and where it came from (default, file, environment).
+
+    Tool settings that are not set anywhere are listed too, as None with the source
+    'default (unset)': the backend then uses its own default.
+    """
+    from hammr.backends.options import tool_settings
+
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
         fail(str(e))
+    rows = {key: (value, source) for key, value, source in cfg.items()}
+    for key, value in tool_settings(cfg.section("tools")).items():
+        rows.setdefault(key, (value, "default" if value is not None else "default (unset)"))
     click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
-    for key, value, source in cfg.items():
+    for key in sorted(rows):
+        value, source = rows[key]
         click.echo(f"{key} = {value!r}    # {source}")
 
 
@@ -309,6 +355,7 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
 Examples:
   hammr route "what is the licence plate number?"
   hammr route "How many of these are there?" --point 120,80
+  hammr route "Is the dog in the left picture bigger?" --image a.jpg --image2 b.jpg
   hammr route "Who designed the bridge in the city where this tower stands?" --router llm
 """,
 )
@@ -319,8 +366,19 @@ Examples:
     type=click.Choice(["llm", "neighbours", "hybrid"]),
     help="Default: agent.router.",
 )
-@click.option("--point", "point", is_flag=True, help="The question comes with a point.")
-@click.option("--image2", "image2", is_flag=True, help="The question comes with a second image.")
+@click.option(
+    "--point",
+    "point",
+    type=str,
+    metavar="X,Y",
+    help="The point the question refers to, in the image's pixels (as `hammr ask --point`).",
+)
+@click.option(
+    "--image2",
+    "image2",
+    type=click.Path(path_type=Path),
+    help="A second image: the question is about two images (as `hammr ask --image2`).",
+)
 @click.option(
     "--image",
     "image_path",
@@ -331,8 +389,8 @@ def route_cmd(
     question: str,
     config_path: Path | None,
     router: str | None,
-    point: bool,
-    image2: bool,
+    point: str | None,
+    image2: Path | None,
     image_path: Path | None,
 ) -> None:
     """Show which specialist would answer QUESTION, without answering it.
@@ -344,16 +402,23 @@ def route_cmd(
     """
     from hammr.agents import SpecError
     from hammr.agents.route_accuracy import stand_in_inputs
-    from hammr.factory import build_llm, build_systems
+    from hammr.agents.system import build_systems
+    from hammr.factory import build_llm
     from hammr.tools.base import ToolContext
 
     try:
         cfg = load_config(config_path)
+        max_pixels = int(cfg.get("images.max_pixels"))
+        img = Image.open(image_path, max_pixels=max_pixels) if image_path is not None else None
+        inputs = stand_in_inputs(["image"], img)
+        if image2 is not None:
+            inputs["image2"] = Image.open(image2, max_pixels=max_pixels)
+        if point is not None:
+            stand_in = inputs["image"]
+            assert isinstance(stand_in, Image)
+            inputs["point"] = _parse_point(point, stand_in)
         systems, backends = build_systems(cfg)
         dispatcher = systems.dispatcher(cast("RouterKind | None", router))
-        kinds = ["image", *(["point"] if point else []), *(["image2"] if image2 else [])]
-        img = Image.open(image_path) if image_path is not None else None
-        inputs = stand_in_inputs(kinds, img)
         needs_llm = dispatcher.mode != "neighbours"
         llm = build_llm(cfg) if needs_llm else None
     except (ConfigError, ImageLoadError, LLMError, SpecError) as e:

@@ -11,9 +11,10 @@ Where a value comes from, in order of precedence:
 from __future__ import annotations
 
 import copy
+import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,28 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+_LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "llm.timeout_s": (lambda v: v > 0, "above 0 (seconds)"),
+    "llm.max_retries": (lambda v: v >= 1, "at least 1 (1 = no retry)"),
+    "llm.temperature": (lambda v: v >= 0, "0 or more"),
+    "llm.max_tokens": (lambda v: v >= 1, "at least 1"),
+    "llm.n_ctx": (lambda v: v >= 1, "at least 1 (tokens of context)"),
+    "agent.max_steps": (lambda v: v >= 1, "at least 1"),
+    "agent.router_threshold": (lambda v: 0 <= v <= 1, "between 0 and 1"),
+    "agent.router_k": (lambda v: v >= 1, "at least 1"),
+    "vlm.timeout_s": (lambda v: v > 0, "above 0 (seconds)"),
+    "vlm.max_retries": (lambda v: v >= 1, "at least 1 (1 = no retry)"),
+    "vlm.max_image_side": (lambda v: v >= 1, "at least 1 (pixels)"),
+    "vlm.size_multiple": (lambda v: v >= 1, "at least 1 (pixels)"),
+    "vlm.concurrency": (lambda v: v >= 1, "at least 1"),
+    "vlm.max_tokens": (lambda v: v >= 1, "at least 1"),
+    "images.max_pixels": (lambda v: v >= 1, "at least 1"),
+}
+"""The range of every numeric setting, as (test, what the message says it should be)."""
+
+_KIND_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the key and where it came from."""
 
@@ -106,14 +129,19 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+def _set(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
     parts = dotted.split(".")
     node = data
     for p in parts[:-1]:
         nxt = node.setdefault(p, {})
         if not isinstance(nxt, dict):
-            raise ConfigError(f"{dotted}: '{p}' is a value, not a section")
+            raise ConfigError(f"{dotted} (from {source}): '{p}' is a value, not a section")
         node = nxt
+    if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+        raise ConfigError(
+            f"{dotted} = {value!r} (from {source}): {dotted} is a section ([{dotted}]) of "
+            f"settings, not a value; set its keys, e.g. {dotted}.KEY"
+        )
     node[parts[-1]] = value
 
 
@@ -155,8 +183,9 @@ def _validate(cfg: Config) -> None:
             where = cfg.sources.get(key, "default")
             raise ConfigError(f"{key} = {v!r} (from {where}) is not one of: {', '.join(choices)}")
     known = _flatten({k: v for k, v in DEFAULTS.items() if k != "tools"})
-    for key, _, source in cfg.items():
+    for key, value, source in cfg.items():
         if key.startswith("tools."):
+            _validate_tool_key(key, value, source)
             continue
         if key not in known:
             raise ConfigError(
@@ -164,17 +193,57 @@ def _validate(cfg: Config) -> None:
                 + ", ".join(sorted(known))
             )
         default = known[key]
-        value = cfg.get(key)
         if isinstance(default, bool):
             ok = isinstance(value, bool)
-        elif isinstance(default, int | float):
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
             ok = isinstance(value, int | float) and not isinstance(value, bool)
         else:
             ok = isinstance(value, str)
         if not ok:
             raise ConfigError(
-                f"{key} = {value!r} (from {source}) should be a {type(default).__name__}"
+                f"{key} = {value!r} (from {source}) should be {_KIND_NAMES[type(default)]}"
             )
+        limit = _LIMITS.get(key)
+        if limit is not None:
+            test, what = limit
+            if not math.isfinite(value) or not test(value):
+                raise ConfigError(f"{key} = {value!r} (from {source}) should be {what}")
+
+
+def _validate_tool_key(key: str, value: Any, source: str) -> None:
+    """``tools.CAPABILITY.KEY`` only: the backend checks the key and its value when built."""
+    parts = key.split(".")
+    if len(parts) == 2:
+        raise ConfigError(
+            f"{key} = {value!r} (from {source}) should be a table: [{key}] with backend = ... "
+            "and the backend's settings"
+        )
+    if len(parts) > 3:
+        raise ConfigError(
+            f"{key} (from {source}) is nested too deep: tool settings are "
+            f"tools.CAPABILITY.KEY, e.g. [{'.'.join(parts[:2])}] {parts[2]} = ..."
+        )
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        raw = file.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read the config file {file}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{file}: not UTF-8 text (byte 0x{raw[e.start]:02x} on line {line}); "
+            "TOML files must be UTF-8, so save it as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{file}: not valid TOML ({e})") from None
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -194,18 +263,15 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     elif Path(DEFAULT_FILE).is_file():
         file = Path(DEFAULT_FILE)
     if file is not None:
-        try:
-            loaded = tomllib.loads(file.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{file}: not valid TOML ({e})") from None
+        loaded = _read_toml(file)
         for k, v in _flatten(loaded).items():
-            _set(data, k, v)
+            _set(data, k, v, str(file))
             sources[k] = str(file)
     for name, text in env.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name or name == "HAMMR_CONFIG":
             continue
         dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
-        _set(data, dotted, _parse_env(text))
+        _set(data, dotted, _parse_env(text), f"${name}")
         sources[dotted] = f"${name}"
     cfg = Config(data, sources, file)
     _validate(cfg)

@@ -10,7 +10,6 @@ from hammr.backends.llm.base import LLM
 from hammr.config import Config, ConfigError
 
 if TYPE_CHECKING:
-    from hammr.agents import AgentSystems
     from hammr.backends.registry import BuiltBackends
 
 
@@ -55,6 +54,13 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
     return llm
 
 
+def default_concurrency(cfg: Config) -> int:
+    """Questions an evaluation keeps in flight when not told: one for the embedded model
+    (one llama.cpp slot: more would only queue, and load the CPU the tools need), eight for a
+    served model (servers batch concurrent requests)."""
+    return 1 if cfg.get("llm.backend") == "embedded" else 8
+
+
 def grammar_setting(cfg: Config) -> bool | None:
     """llm.grammar: 'on' -> True, 'off' -> False, 'auto' -> None (use it where supported)."""
     return {"on": True, "off": False}.get(str(cfg.get("llm.grammar")))
@@ -68,15 +74,3 @@ def build_backends(cfg: Config) -> BuiltBackends:
         return build(cfg.section("tools"), cfg.section("vlm"))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-
-
-def build_systems(
-    cfg: Config, max_steps: int | None = None
-) -> tuple[AgentSystems, dict[str, object]]:
-    """The agent systems of this configuration, and the tool backends they run on."""
-    from hammr.agents import AgentSystems
-    from hammr.tools.library import builtin_tools
-
-    backends = build_backends(cfg).backends
-    systems = AgentSystems.from_config(cfg, builtin_tools(), backends, max_steps=max_steps)
-    return systems, backends

@@ -3,16 +3,112 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from hammr.values import Box, Entity, Image, Page, Value
 
-Status = Literal["running", "finished", "step_limit", "llm_failure", "error"]
+Status = Literal[
+    "running", "finished", "step_limit", "llm_failure", "error", "timeout", "cancelled"
+]
+"""'timeout': an evaluation's deadline ended the run (the trace holds what was done);
+'cancelled': a run inside it that was cut short with it."""
 JSON = Any
 
 IMAGE_DIR = "images"
+FORMAT = "hammr-trace/1"
+
+
+class TraceFormatError(ValueError):
+    """A trace document has a missing, unknown or wrongly typed field; the message names it."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "int": (_is_int, "an integer"),
+    "number": (_is_number, "a number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "str?": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "object": (lambda v: isinstance(v, dict), "an object"),
+    "object?": (lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+    "status": (lambda v: v in get_args(Status), "one of " + ", ".join(get_args(Status))),
+    "any": (lambda v: True, "any JSON value"),
+}
+
+_USAGE_FIELDS = {"prompt_tokens": "int", "completion_tokens": "int"}
+_STEP_FIELDS = {
+    "index": "int",
+    "thought": "str",
+    "raw": "str",
+    "action": "str?",
+    "tool": "str?",
+    "arguments": "object",
+    "output_var": "str?",
+    "output": "any",
+    "observation": "str",
+    "error_kind": "str?",
+    "error": "str?",
+    "finish": "str?",
+    "llm_latency_s": "number",
+    "tool_latency_s": "number",
+    "usage": "object",
+    "cached": "bool",
+    "forced": "bool",
+    "router": "str?",
+    "child": "object?",
+}
+_TRACE_FIELDS = {
+    "format": "str",
+    "image_dir": "str",
+    "agent": "str",
+    "question": "str",
+    "inputs": "object",
+    "steps": "list",
+    "answer": "str?",
+    "status": "status",
+    "error": "str?",
+    "model": "str",
+    "latency_s": "number",
+}
+
+
+def _at(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _checked(
+    doc: Any, where: str, kinds: Mapping[str, str], required: tuple[str, ...]
+) -> dict[str, Any]:
+    """``doc`` itself once every field is known, of its kind, and the required ones present."""
+    if not isinstance(doc, dict):
+        raise TraceFormatError(f"{where or 'the document'} should be an object, got {_show(doc)}")
+    for key in required:
+        if key not in doc:
+            raise TraceFormatError(f"{_at(where, key)} is missing")
+    for key, value in doc.items():
+        kind = kinds.get(key)
+        if kind is None:
+            raise TraceFormatError(f"unknown field {_at(where, key)} (known: {', '.join(kinds)})")
+        check, what = _KINDS[kind]
+        if not check(value):
+            raise TraceFormatError(f"{_at(where, key)} should be {what}, got {_show(value)}")
+    return doc
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def encode_value(value: Value, images: dict[str, Image]) -> JSON:
@@ -82,12 +178,14 @@ class Step:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, JSON]) -> Step:
-        d = dict(d)
+    def from_dict(cls, d: dict[str, JSON], where: str = "step") -> Step:
+        """The step ``d`` describes; TraceFormatError names the first bad field (``where``
+        is the step's place in the document, e.g. ``steps[2]``)."""
+        d = dict(_checked(d, where, _STEP_FIELDS, ("index",)))
         child = d.pop("child", None)
-        usage = StepUsage(**d.pop("usage", {}))
-        step = cls(**d, usage=usage)
-        step.child = Trace.from_dict(child) if child is not None else None
+        usage = _checked(d.pop("usage", {}), _at(where, "usage"), _USAGE_FIELDS, ())
+        step = cls(**d, usage=StepUsage(**usage))
+        step.child = Trace.from_dict(child, _at(where, "child")) if child is not None else None
         return step
 
 
@@ -154,8 +252,12 @@ class Trace:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, JSON]) -> Trace:
-        steps = [Step.from_dict(s) for s in d.get("steps", [])]
+    def from_dict(cls, d: dict[str, JSON], where: str = "") -> Trace:
+        """The trace ``d`` describes (as :meth:`to_dict` or a saved file has it);
+        TraceFormatError names the first missing, unknown or wrongly typed field."""
+        d = _checked(d, where, _TRACE_FIELDS, ("agent", "question"))
+        place = _at(where, "steps")
+        steps = [Step.from_dict(s, f"{place}[{i}]") for i, s in enumerate(d.get("steps", []))]
         fields = {k: v for k, v in d.items() if k not in ("steps", "format", "image_dir")}
         return cls(**fields, steps=steps)
 
@@ -173,7 +275,7 @@ class Trace:
                 tmp = target.with_suffix(".tmp")
                 img.pixels.save(tmp, format="PNG")
                 tmp.replace(target)
-        doc = {"format": "hammr-trace/1", "image_dir": IMAGE_DIR, **self.to_dict()}
+        doc = {"format": FORMAT, "image_dir": IMAGE_DIR, **self.to_dict()}
         tmp_json = p.with_suffix(p.suffix + ".tmp")
         tmp_json.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
         tmp_json.replace(p)
@@ -181,16 +283,31 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
+        """A trace saved by :meth:`save`. FileNotFoundError when there is none; other read
+        errors are OSError; TraceFormatError (a ValueError) names the file and what is wrong."""
         p = Path(path)
         try:
-            doc = json.loads(p.read_text())
+            doc = json.loads(p.read_bytes().decode("utf-8"))
         except FileNotFoundError:
             raise FileNotFoundError(f"trace file not found: {p}") from None
+        except UnicodeDecodeError:
+            raise TraceFormatError(f"{p} is not a trace (not UTF-8 text; a binary file?)") from None
         except json.JSONDecodeError as e:
-            raise ValueError(f"{p} is not a trace (invalid JSON: {e.msg})") from None
+            raise TraceFormatError(f"{p} is not a trace (invalid JSON: {e.msg})") from None
         if not isinstance(doc, dict) or "steps" not in doc:
-            raise ValueError(f"{p} is not a hammr trace")
-        trace = cls.from_dict(doc)
+            raise TraceFormatError(
+                f"{p} is not a hammr trace (a JSON object with 'steps', as `hammr ask --trace` "
+                "writes)"
+            )
+        if doc.get("format", FORMAT) != FORMAT:
+            raise TraceFormatError(
+                f"{p}: trace format {_show(doc['format'])} is not {FORMAT}, the one this "
+                "hammr reads"
+            )
+        try:
+            trace = cls.from_dict(doc)
+        except TraceFormatError as e:
+            raise TraceFormatError(f"{p} is not a valid hammr trace: {e}") from None
         img_dir = p.parent / doc.get("image_dir", IMAGE_DIR)
         if img_dir.is_dir():
             _attach_images(trace, img_dir)

@@ -137,13 +137,19 @@ class Image:
             raise ImageLoadError(f"image file not found: {p}")
         if not p.is_file():
             raise ImageLoadError(f"not a file: {p}")
-        return cls.from_bytes(p.read_bytes(), max_pixels=max_pixels, source=str(p))
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            raise ImageLoadError(f"cannot read the image {p}: {e.strerror or e}") from None
+        return cls.from_bytes(data, max_pixels=max_pixels, source=str(p))
 
     @classmethod
     def from_bytes(
         cls, data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, source: str | None = None
     ) -> Image:
         where = source or "image data"
+        if not data:
+            raise ImageLoadError(f"{where}: not a readable image (it is empty)")
         try:
             with PILImage.open(io.BytesIO(data)) as probe:
                 w, h = probe.size
@@ -161,7 +167,13 @@ class Image:
                 f"{where}: refused, the image is above the limit of {max_pixels} pixels "
                 "(a decompression bomb?)"
             ) from None
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        except UnidentifiedImageError:
+            # Pillow's own message names its in-memory buffer, not the file
+            raise ImageLoadError(
+                f"{where}: not a readable image (not in an image format Pillow knows: "
+                "PNG, JPEG, GIF, WebP, TIFF, BMP, ...)"
+            ) from None
+        except (OSError, SyntaxError, ValueError) as e:
             raise ImageLoadError(f"{where}: not a readable image ({e})") from None
         return cls(pixels, source=source)
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hammr.agent import AgentFailed, AgentResult, ReActAgent
+from hammr.agent import AgentFailed, AgentResult, ReActAgent, mark_cancelled
 from hammr.agents.catalog import AgentCatalog
 from hammr.tools.base import Param, ToolContext, ToolResult
 from hammr.trace import Step, Trace, encode_value
@@ -171,6 +172,10 @@ class NeighbourRouter:
     def candidates(self, inputs: Collection[str]) -> list[str]:
         return eligible(self.agent_inputs, inputs)
 
+    async def prepare(self) -> None:
+        """Embed the labelled questions now (once), rather than inside the first question."""
+        await self._example_matrix()
+
     async def _example_matrix(self) -> np.ndarray:
         if self._matrix is not None:
             return self._matrix
@@ -293,6 +298,11 @@ class RoutedDispatcher:
         decision.agent, decision.by, decision.trace = chosen, "llm", result.trace
         return decision
 
+    async def prepare(self) -> None:
+        """One-time work before the first question (the router's embeddings)."""
+        if self.router is not None and self.mode != "llm":
+            await self.router.prepare()
+
     async def run(
         self,
         question: str,
@@ -306,10 +316,23 @@ class RoutedDispatcher:
             return await self.llm_dispatcher(inputs).run(question, inputs, ctx=ctx)
         assert self.router is not None
         started = time.perf_counter()
-        decision = await self.router.route(question, list(inputs))
+        model = self.dispatcher.llm or ctx.llm
+        trace = Trace(agent=self.name, question=question, model=getattr(model, "name", ""))
+        trace.inputs = {n: encode_value(v, trace.images) for n, v in inputs.items()}
+        # Started before routing, so a run cut short while the router embeds the labelled
+        # questions still leaves a trace that says so.
+        step = Step(index=0, thought="routing by the nearest labelled questions")
+        step.router = "neighbours"
+        trace.steps.append(step)
+        ctx.trace_started(trace)
+        try:
+            decision = await self.router.route(question, list(inputs))
+        except asyncio.CancelledError:
+            mark_cancelled(trace)
+            raise
         if not self._settled(decision):
             return await self.llm_dispatcher(inputs).run(question, inputs, ctx=ctx)
-        return await self._run_routed(question, inputs, decision, ctx, started)
+        return await self._run_routed(question, inputs, decision, ctx, trace, started)
 
     async def _run_routed(
         self,
@@ -317,27 +340,28 @@ class RoutedDispatcher:
         inputs: dict[str, Value],
         decision: RouteDecision,
         ctx: ToolContext,
+        trace: Trace,
         started: float,
     ) -> AgentResult:
         assert decision.agent is not None
         agent = self.specialists[decision.agent]
-        model = self.dispatcher.llm or ctx.llm
-        trace = Trace(agent=self.name, question=question, model=getattr(model, "name", ""))
-        trace.inputs = {n: encode_value(v, trace.images) for n, v in inputs.items()}
         passed = [n for n in agent.inputs if n in inputs]
         question_arg = "question" if self.dispatcher.question_variable else repr(question)
         call = f"answer = {agent.name}({', '.join([question_arg, *passed])})"
-        step = Step(index=0, thought=decision.explain(), action=call, tool=agent.name)
+        step = trace.steps[0]
+        step.thought, step.action, step.tool = decision.explain(), call, agent.name
         step.router = decision.by
         step.arguments = {"question": question, **{n: trace.inputs[n] for n in passed}}
-        trace.steps.append(step)
         if ctx.on_step is not None:
             ctx.on_step(self.name, ctx.depth, step)
         t0 = time.perf_counter()
         try:
             result = await agent.invoke(
-                {"question": question, **{n: inputs[n] for n in passed}}, ctx
+                {"question": question, **{n: inputs[n] for n in passed}}, ctx.for_step(step)
             )
+        except asyncio.CancelledError:
+            mark_cancelled(trace)
+            raise
         except AgentFailed as e:
             step.child, step.error_kind, step.error = e.trace, e.kind, str(e)
             step.observation = f"#ERROR#: {e}"

@@ -164,3 +164,13 @@ class AgentSystems:
         if name in self.agents:
             return self.agents[name]
         raise SpecError(f"unknown system or agent {name!r}; choose from: {', '.join(self.names())}")
+
+
+def build_systems(cfg: Config, max_steps: int | None = None) -> tuple[AgentSystems, dict[str, Any]]:
+    """The agent systems of this configuration, and the tool backends they run on."""
+    from hammr.factory import build_backends
+    from hammr.tools.library import builtin_tools
+
+    backends = build_backends(cfg).backends
+    systems = AgentSystems.from_config(cfg, builtin_tools(), backends, max_steps=max_steps)
+    return systems, backends

@@ -92,10 +92,9 @@ def _suite_label(name_or_path: str) -> str:
 )
 @click.option(
     "--concurrency",
-    default=8,
-    show_default=True,
     type=click.IntRange(min=1),
-    help="Questions in flight at once.",
+    help="Questions in flight at once (default: 1 on the embedded model, which answers one "
+    "call at a time; 8 on a served model).",
 )
 @click.option("--name", "run_name", help="The run's name (default: SUITE-SYSTEM-YYYY-MM-DD).")
 @click.option(
@@ -104,7 +103,8 @@ def _suite_label(name_or_path: str) -> str:
     default=300.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds per question before it is stored as 'timeout' (0: no limit).",
+    help="Seconds of work per question (time queued for the model slot not counted) before "
+    "it is stored as 'timeout' with its partial trace (0: no limit).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the --limit subset.")
 @store_option
@@ -130,7 +130,11 @@ def _suite_label(name_or_path: str) -> str:
     type=click.Path(path_type=Path),
     help="A local BEM checkpoint for --judge bem.",
 )
-@click.option("--max-steps", type=int, help="Step limit per agent (default: agent.max_steps).")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    help="Step limit per agent (default: agent.max_steps).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option(
     "--progress/--no-progress",
@@ -142,7 +146,7 @@ def eval_cmd(
     data_dir: Path,
     system_name: str | None,
     limit: int | None,
-    concurrency: int,
+    concurrency: int | None,
     run_name: str | None,
     timeout_s: float,
     seed: int,
@@ -158,13 +162,14 @@ def eval_cmd(
     """Evaluate a system on a suite; the results go to the run store as they come.
 
     Loads the suite's samples from --data-dir, asks --system each question (at most
-    --concurrency at once, each within --timeout seconds), scores every answer with the
+    --concurrency at once, each within --timeout seconds of work), scores every answer with the
     suite entry's metric and commits it. Prints the run's mean score at the end; see
     `hammr report RUN` for the full table and `hammr runs` for every stored run. Exit
     status: 0 done (failed samples are stored as such), 2 bad input or configuration,
     130 interrupted (run the same command again to resume).
     """
     from hammr.agents import SpecError
+    from hammr.agents.system import build_systems
     from hammr.backends.llm.base import LLMError, run_sync
     from hammr.config import ConfigError, load_config
     from hammr.eval.runner import (
@@ -176,7 +181,7 @@ def eval_cmd(
     )
     from hammr.eval.store import FAILED_STATUSES, StoreError
     from hammr.eval.suites import load_suite
-    from hammr.factory import build_llm, build_systems
+    from hammr.factory import build_llm, default_concurrency
     from hammr.tools.base import ToolContext
 
     try:
@@ -212,6 +217,7 @@ def eval_cmd(
             fail("--judge embedding needs a text embedder ([tools.embed] in hammr.toml)")
         judge_options["embedder"] = backends["embed"]
     config = _recorded_config(cfg)
+    concurrency = concurrency or default_concurrency(cfg)
     settings = {
         "suite": suite_name,
         "data_dir": str(data_dir.resolve()),
@@ -463,11 +469,24 @@ tool_failure, ok or skip (an ambiguous question), as in the HAMMR paper's sectio
 @click.option(
     "--export",
     "export_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Write a CSV of wrong answers, with a one-cell trace summary, for a person to label.",
 )
-@click.option("--per-type", default=10, show_default=True, type=click.IntRange(min=1))
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--per-type",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="With --export: wrong answers to draw per run and question type (the paper labels 10 "
+    "and skips ambiguous questions, so draw a few more).",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=int,
+    help="With --export: seed of the random draw (the same seed draws the same answers).",
+)
 @click.option(
     "--labels",
     "labels_path",
@@ -517,8 +536,15 @@ def errors_cmd(
             fail(str(e))
         return
     if export_path is not None:
+        if export_path.is_dir():
+            fail(f"--export {export_path} is a folder; name the CSV file to write")
         chosen = sample_wrong(records, per_type, seed)
-        export_for_labelling(chosen, export_path, accuracy=accuracy)
+        try:
+            export_for_labelling(chosen, export_path, accuracy=accuracy)
+        except (FileExistsError, NotADirectoryError):  # making its folder
+            fail(f"cannot write {export_path}: a file is in the way of its folder")
+        except OSError as e:
+            fail(f"cannot write {export_path}: {e.strerror or e}")
         click.echo(f"wrote {len(chosen)} wrong answers to {export_path}", err=True)
         return
     try:

@@ -6,22 +6,31 @@ command again after a crash or Ctrl-C finishes the run without asking anything t
 Nothing that goes wrong inside one sample (a timeout, an exception in the system, an
 unreadable image, a metric that fails) stops the run: it is stored with status 'timeout'
 or 'error', score 0 and the message.
+
+The timeout counts a sample's own work: time a sample spends queued for a shared model slot
+(the embedded model answers one call at a time) is not counted (:mod:`hammr.work_clock`).
+A sample that times out keeps the trace it had so far, with status 'timeout' and the step
+it was in, so ``hammr errors`` and the viewer can say where it was stuck; its model calls are
+cancelled, not left running.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hammr.agents.system import System
 from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import Metric, RunRecord, Sample
 from hammr.tools.base import ToolContext
+from hammr.trace import Trace
 from hammr.values import DEFAULT_MAX_PIXELS, Image, Value
+from hammr.work_clock import WorkDeadline
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -169,20 +178,27 @@ async def _answer_and_score(
         score=0.0,
     )
     started = time.perf_counter()
-    limit = asyncio.timeout(None)
+    deadline = WorkDeadline(None)
+    partial: list[Trace] = []
     try:
         inputs = await asyncio.to_thread(sample_inputs, sample, max_pixels)
         question = question_text(sample)
-        ctx = ctx_factory()
-        limit = asyncio.timeout(timeout_s if timeout_s and timeout_s > 0 else None)
-        async with limit:
+        ctx = replace(ctx_factory(), on_trace=partial.append)
+        deadline = WorkDeadline(timeout_s)
+        async with deadline:
             result = await system.run(question, inputs, ctx=ctx)
     except TimeoutError as e:
         # Only our deadline is a timeout; a TimeoutError raised inside the system is an error.
-        expired = limit.expired()
-        record.status = "timeout" if expired else "error"
-        record.error = f"no answer within {timeout_s:g} s" if expired else _error_text(e)
         record.latency_s = time.perf_counter() - started
+        if not deadline.expired():
+            record.status, record.error = "error", _error_text(e)
+            return record
+        record.status = "timeout"
+        record.error = timeout_message(
+            timeout_s, deadline.queued_s, partial[-1] if partial else None
+        )
+        if partial:
+            _keep_partial(record, partial[-1], record.error)
         return record
     except Exception as e:
         record.status = "error"
@@ -211,6 +227,49 @@ async def _answer_and_score(
         record.score = float(score.value)
         record.judge = score.judge
     return record
+
+
+def timeout_message(timeout_s: float | None, queued_s: float, trace: Trace | None) -> str:
+    """Why a sample timed out, and where its run was (the deepest step in flight)."""
+    text = f"no answer within {timeout_s or 0:g} s of work"
+    if queued_s >= 0.05:
+        text += f" (plus {queued_s:.1f} s queued for the model, not counted)"
+    where = _deepest_step(trace) if trace is not None else None
+    if where is not None:
+        agent, step = where
+        doing = step.action or ("choosing a specialist" if step.router else "waiting for the model")
+        text += f"; stopped in {agent} step {step.index + 1}: {doing}"
+    return text
+
+
+def _deepest_step(trace: Trace) -> tuple[str, Any] | None:
+    found: tuple[str, Any] | None = None
+    while trace.steps:
+        step = trace.steps[-1]
+        found = (trace.agent, step)
+        if step.child is None or step.child.status not in ("running", "cancelled"):
+            break
+        trace = step.child
+    return found
+
+
+def _keep_partial(record: RunRecord, trace: Trace, reason: str) -> None:
+    trace.status, trace.error = "timeout", reason
+    record.trace = trace
+    record.prompt_tokens = trace.prompt_tokens
+    record.completion_tokens = trace.completion_tokens
+    record.llm_calls = trace.llm_calls
+
+
+async def prepare(*parts: object) -> None:
+    """Each part's one-time setup (``async prepare()``: load a model, embed a router's
+    labelled questions) before the first sample, so that no sample's timeout pays for it.
+    A failure is left for the samples to meet and report."""
+    for part in parts:
+        setup = getattr(part, "prepare", None)
+        if setup is not None:
+            with contextlib.suppress(Exception):
+                await setup()
 
 
 @dataclass
@@ -288,6 +347,8 @@ async def run_eval(
                 metric_cache[id(entry)] = (problem, metric_name(entry))
         return metric_cache[id(entry)]
 
+    if todo:
+        await prepare(system, ctx_factory().llm)
     work: Iterator[tuple[EntryLike, Sample]] = iter(todo)
 
     async def worker() -> None:

@@ -141,10 +141,28 @@ class ToolContext:
     on_step: Callable[[str, int, Any], None] | None = None
     """Called as ``on_step(agent_name, depth, step)`` when any agent in the run starts a step
     and again when it has finished it (progress displays)."""
+    on_trace: Callable[[Trace], None] | None = None
+    """Called with a run's trace as soon as the run creates it; the trace then grows in place.
+    A caller that gives up on the run (a timeout) still holds what was done so far."""
 
     def child(self) -> ToolContext:
         """The context for an agent called one level deeper."""
         return replace(self, depth=self.depth + 1)
+
+    def trace_started(self, trace: Trace) -> None:
+        """Tell whoever asked (:attr:`on_trace`) that this run's trace exists."""
+        if self.on_trace is not None:
+            self.on_trace(trace)
+
+    def for_step(self, step: Any) -> ToolContext:
+        """The context for a tool called by ``step``: an agent it runs links its trace to
+        the step as soon as it starts (``step.child``), so a run cut short keeps the child's
+        partial trace too."""
+
+        def link(trace: Trace) -> None:
+            step.child = trace
+
+        return replace(self, on_trace=link)
 
     def backend(self, capability: str) -> Any:
         b = self.backends.get(capability)

@@ -2,9 +2,12 @@
 
 Every answer comes from the run store; the only files read are the three whitelisted
 static files of :mod:`hammr.web` (``index.html``, ``app.js``, ``style.css``), by fixed
-name. Path segments are URL-decoded one by one and used as SQL parameters, never to build
-a path; a segment that is empty, ``.`` or ``..``, holds a slash, a backslash or a control
-character, or is absurdly long gets 404.
+name. The path is split at its literal slashes and each segment URL-decoded once; the
+decoded segments are compared with fixed names or used as SQL parameters, never to build a
+path. A run, dataset or sample name may hold a slash, sent encoded (``%2F``) inside its one
+segment (``exp/try1``, V* Bench's ``category/name`` ids); a segment that is empty, has a
+``.``, ``..`` or empty part between its slashes, holds a backslash or a control character,
+or is absurdly long gets 404.
 
 Endpoints (the front end codes against exactly these)::
 
@@ -45,7 +48,7 @@ MAX_PATH = 4096
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 CI_SAMPLES = 1000
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 @dataclass
@@ -92,7 +95,9 @@ def _segments(raw_path: str) -> list[str] | None:
             seg = unquote(part, errors="strict")
         except UnicodeDecodeError:
             return None
-        if len(seg) > MAX_SEGMENT or seg in (".", "..") or _BAD_CHARS.search(seg):
+        if len(seg) > MAX_SEGMENT or _BAD_CHARS.search(seg):
+            return None
+        if part and any(p in ("", ".", "..") for p in seg.split("/")):
             return None
         if part == "" and len(parts) > 1:
             return None

@@ -93,11 +93,12 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
     if open_browser:
         webbrowser.open(url)
     try:
-        server.serve_forever()
+        server.serve_forever()  # until SIGINT/SIGTERM; SIGINT comes back as KeyboardInterrupt
     except KeyboardInterrupt:
-        click.echo("stopped", err=True)
+        pass
     finally:
         server.server_close()
+    click.echo("stopped", err=True)
 
 
 @click.command("view", epilog=EPILOG_VIEW)

@@ -89,6 +89,12 @@ class CachedLLM:
     def grammar_support(self) -> GrammarSupport:
         return self.inner.grammar_support
 
+    async def prepare(self) -> None:
+        """The wrapped model's one-time setup (see :func:`hammr.eval.runner.prepare`)."""
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is not None:
+            await prepare()
+
     def _get(self, key: str) -> LLMResponse | None:
         with self._lock:
             row = self._conn.execute(

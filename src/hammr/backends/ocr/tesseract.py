@@ -140,23 +140,32 @@ class TesseractOCR:
             ) from None
         return str(text)
 
+    def missing_languages(self) -> list[str]:
+        """The codes in ``lang`` (``eng+deu``) whose language data tesseract does not have;
+        [] when it cannot tell (old builds: the OCR call then reports any problem)."""
+        pytesseract.pytesseract.tesseract_cmd = self.cmd
+        try:
+            have = set(pytesseract.get_languages(config=""))
+        except Exception:
+            return []
+        return [code for code in self.lang.split("+") if have and code not in have]
+
     def _check_languages(self) -> None:
         with self._lock:
             if self._langs_checked:
                 return
-            pytesseract.pytesseract.tesseract_cmd = self.cmd
-            try:
-                have = set(pytesseract.get_languages(config=""))
-            except Exception:  # old tesseract builds: let the OCR call report problems
-                have = set()
-            missing = [code for code in self.lang.split("+") if have and code not in have]
+            missing = self.missing_languages()
             if missing:
-                packages = " ".join(f"tesseract-ocr-{code}" for code in missing)
-                raise TesseractMissing(
-                    f"tesseract has no language data for {', '.join(missing)}; "
-                    f"install it with: apt-get install {packages}"
-                )
+                raise TesseractMissing(missing_languages_message(missing))
             self._langs_checked = True
+
+
+def missing_languages_message(missing: list[str]) -> str:
+    packages = " ".join(f"tesseract-ocr-{code}" for code in missing)
+    return (
+        f"tesseract has no language data for {', '.join(missing)}; "
+        f"install it with: apt-get install {packages}"
+    )
 
 
 OPTIONS: dict[str, type] = {
@@ -177,4 +186,8 @@ def from_config(options: dict[str, Any]) -> TesseractOCR:
     opts = parse_options("tools.ocr", options, OPTIONS)
     if not tesseract_available(opts.get("cmd")):
         raise BackendUnavailable(f"tesseract is not installed; apt-get install {DEBIAN_PACKAGES}")
-    return TesseractOCR(**opts)
+    ocr = TesseractOCR(**opts)
+    missing = ocr.missing_languages()
+    if missing:
+        raise BackendUnavailable(missing_languages_message(missing))
+    return ocr

@@ -58,6 +58,10 @@ STEP_LIMIT = "step_limit"
 REPEATED_ACTION = "repeated_action"
 FORMULATION_TOTAL = "formulation_total"
 TOOL_FAILURE_TOTAL = "tool_failure_total"
+TIMEOUT = "timeout"
+"""Counted once per timed-out sample, for the agent whose step was in flight when the
+evaluation's deadline ended the run (a symptom, like the step limit)."""
+_CUT_SHORT = ("timeout", "cancelled")
 
 COLUMNS: tuple[str, ...] = (
     *FORMULATION_KINDS,
@@ -67,6 +71,7 @@ COLUMNS: tuple[str, ...] = (
     AGENT_FAILED,
     REPEATED_ACTION,
     STEP_LIMIT,
+    TIMEOUT,
 )
 """The count columns of an :class:`ErrorTable`, in order (unknown kinds follow them)."""
 
@@ -84,6 +89,7 @@ _HEADERS: dict[str, str] = {
     AGENT_FAILED: "agent\nfail",
     REPEATED_ACTION: "repeat",
     STEP_LIMIT: "step\nlimit",
+    TIMEOUT: "time\nout",
 }
 
 # -- walking traces ------------------------------------------------------------------------
@@ -109,6 +115,14 @@ def _inherited_status(trace: Trace) -> bool:
 def _hit_step_limit(trace: Trace) -> bool:
     own = trace.status == STEP_LIMIT and not _inherited_status(trace)
     return own or any(s.error_kind == STEP_LIMIT for s in trace.steps)
+
+
+def _timed_out_here(trace: Trace) -> bool:
+    """Whether the deadline ended this run while its own step (not a child's) was in flight."""
+    if trace.status not in _CUT_SHORT:
+        return False
+    last = trace.steps[-1] if trace.steps else None
+    return last is None or last.child is None or last.child.status not in _CUT_SHORT
 
 
 def _step_kind(step: Step) -> str | None:
@@ -278,6 +292,8 @@ def error_counts(records: Iterable[RunRecord]) -> ErrorTable:
                     found[kind] += 1
             if _hit_step_limit(t):
                 found[STEP_LIMIT] += 1
+            if _timed_out_here(t):
+                found[TIMEOUT] += 1
             arow.counts.update(found)
             rec_row.counts.update(found)
         trow.add(rec_row)

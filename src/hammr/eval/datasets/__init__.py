@@ -35,6 +35,8 @@ from hammr.eval.datasets._common import (
     MissingFileError,
     MissingImage,
     MissingImagesError,
+    UnsafePathError,
+    require_inside,
 )
 from hammr.eval.types import Sample
 
@@ -45,6 +47,7 @@ __all__ = [
     "MissingFileError",
     "MissingImage",
     "MissingImagesError",
+    "UnsafePathError",
     "adapter_options",
     "get_adapter",
     "load_dataset",
@@ -69,6 +72,9 @@ ADAPTERS: dict[str, Adapter] = {
     )
 }
 """Adapter name -> adapter."""
+
+IMAGE_META_KEYS = ("crop_image",)
+"""Keys of ``Sample.meta`` that name an image file (ZoomBench's zoomed-in view)."""
 
 MISSING_SHOWN = 5
 """How many missing image paths a MissingImagesError quotes."""
@@ -122,6 +128,26 @@ def sample_subset(samples: Sequence[Sample], limit: int | None, seed: int = 0) -
     return [samples[i] for i in order[:limit]]
 
 
+def data_folders(path: Path, images: Path | None) -> list[Path]:
+    """The folders a dataset's images may lie in: ``images`` when given, and the annotation
+    file's folder (the annotation folder itself when ``path`` is one, as V* Bench's is)."""
+    own = path if path.is_dir() else path.parent
+    return [images, own] if images is not None else [own]
+
+
+def check_image_paths(
+    name: str, path: Path, images: Path | None, samples: Iterable[Sample]
+) -> None:
+    """Raise :class:`UnsafePathError` when a sample's image (or ``meta['crop_image']``) lies
+    outside :func:`data_folders`, naming the file, the sample and the path."""
+    folders = data_folders(path, images)
+    for s in samples:
+        named = list(s.images.items())
+        named += [(k, Path(str(s.meta[k]))) for k in IMAGE_META_KEYS if k in s.meta]
+        for variable, image in named:
+            require_inside(folders, image, name, f"{path}, sample {s.id!r} ({variable})")
+
+
 def missing_images(samples: Iterable[Sample]) -> list[MissingImage]:
     """Every (sample, input variable, path) whose image file does not exist."""
     return [
@@ -152,6 +178,11 @@ def load_dataset(
     ``check_images``: raise :class:`MissingImagesError` naming the first missing paths when a
     returned sample's image file does not exist (use :func:`missing_images` for the full list).
     ``options``: the adapter's own options (:func:`adapter_options`); unknown ones are an error.
+
+    An annotation whose image path leads outside the images folder and the annotation file's
+    folder (``../../etc/passwd``, an absolute path elsewhere) raises :class:`UnsafePathError`
+    naming the file and the sample; links placed inside those folders are followed (see
+    :func:`~hammr.eval.datasets._common.within`).
     """
     adapter = get_adapter(name)
     known = adapter_options(adapter)
@@ -160,6 +191,7 @@ def load_dataset(
         takes = ", ".join(f"{k}={v!r}" for k, v in known.items()) or "no options"
         raise DatasetError(f"{name}: unknown option(s) {', '.join(unknown)}; it takes {takes}")
     samples = adapter.load(Path(path), images=images, split=split, **options)
+    check_image_paths(name, Path(path), images, samples)
     chosen = sample_subset(_unique_ids(samples), limit, seed)
     if check_images:
         missing = missing_images(chosen)

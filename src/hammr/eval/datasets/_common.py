@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,43 @@ class MissingImagesError(DatasetError):
     def __init__(self, message: str, missing: list[MissingImage]) -> None:
         super().__init__(message)
         self.missing = missing
+
+
+class UnsafePathError(DatasetError):
+    """An annotation names an image outside the data folders (``../../etc/passwd``, or an
+    absolute path elsewhere)."""
+
+
+def within(folder: Path, target: Path) -> bool:
+    """Whether ``target`` lies inside ``folder``.
+
+    Lexically: the target's path starts with the folder's and has no '..' after it. Symbolic
+    links below the folder are then followed wherever they point: the suites tell users to link
+    the large image folders (Visual Genome, COCO) into the data folder, and a link there is the
+    user's doing, not the annotation file's. A target that fails the lexical test is still
+    inside when its resolved path lies in the folder's resolved path ('../gqa/images/1.jpg'
+    written from inside gqa/images).
+    """
+    base = folder.absolute().parts
+    full = target.absolute().parts
+    if full[: len(base)] == base and ".." not in full[len(base) :]:
+        return True
+    try:
+        return target.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def require_inside(folders: Sequence[Path], target: Path, adapter: str, where: str) -> Path:
+    """``target`` when it lies inside one of ``folders`` (see :func:`within`), else
+    :class:`UnsafePathError` naming ``where`` (the file and the sample or record)."""
+    if any(within(folder, target) for folder in folders):
+        return target
+    shown = " or ".join(str(f) for f in folders)
+    raise UnsafePathError(
+        f"{adapter}: {where}: the image path {str(target)!r} leads outside the data folder "
+        f"({shown}); images must lie inside the images folder or the annotation file's folder"
+    )
 
 
 def require_file(path: Path, adapter: str, expects: str) -> Path:

@@ -35,6 +35,7 @@ from hammr.eval.datasets._common import (
     bad_record,
     read_delimited,
     require_file,
+    require_inside,
     text,
 )
 from hammr.eval.types import Sample
@@ -61,14 +62,15 @@ def _suffix(data: bytes) -> str:
     return next((s for magic, s in _MAGIC if data.startswith(magic)), ".img")
 
 
-def _write(cache: Path, stem: str, encoded: str, existing: dict[str, Path]) -> Path:
+def _write(cache: Path, stem: str, encoded: str, existing: dict[str, Path], source: Path) -> Path:
     if stem in existing:
         return existing[stem]
     try:
         data = base64.b64decode(encoded, validate=False)
     except (binascii.Error, ValueError) as e:
         raise DatasetError(f"{NAME}: row {stem}: 'image' is not base64 ({e})") from e
-    target = cache / f"{stem}{_suffix(data)}"
+    where = f"{source}, index {stem!r}"
+    target = require_inside([cache], cache / f"{stem}{_suffix(data)}", NAME, where)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     tmp.replace(target)
@@ -94,7 +96,7 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
             raise bad_record(NAME, path, f"data row {row_no}", "empty 'index'", EXPECTS)
         cell = (row["image"] or "").strip()
         if len(cell) > _REFERENCE_MAX:
-            by_index[index] = _write(cache, index, cell, existing)
+            by_index[index] = _write(cache, index, cell, existing, path)
         # keep the row without its (large) image cell
         pending.append((row_no, cell if len(cell) <= _REFERENCE_MAX else "", dict(row, image="")))
     samples = []

@@ -10,6 +10,11 @@ Option ``complex`` (default True): keep only ``issimple == False`` questions, th
 complex part (the paper's "complex counting"); False keeps every question, and simple ones get
 the question type 'simple_counting'. ``answers == (str(answer),)``.
 
+The authors' evaluation code (manoja328/tallyqacode, ``eval_extra.py`` ``eval_simp_comp``,
+commit 1efda74df3c01ac20fb667f671ca7fc94dd1aa78) splits differently: complex = ``data_source
+== 'amt'``, simple = the other questions with ``issimple`` true. The two agree if every
+non-simple test question came from AMT, which could not be checked here.
+
 Not verified against real data (no TallyQA file was available here): the schema is the one the
 TallyQA release documents, written into the test fixture by hand.
 """

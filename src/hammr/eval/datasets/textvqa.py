@@ -8,7 +8,7 @@ Schema: ``{"dataset_type", "dataset_name": "textvqa", "dataset_version": "0.5.1"
 {question_id, question, image_id, answers: [10 strings], image_classes, flickr_original_url,
 flickr_300k_url, image_width, image_height, question_tokens, set_name}]}``. The test split has no
 answers and cannot be scored. ``answers`` keeps all 10 annotator answers, repeats included
-(VQA accuracy counts them).
+(TextVQA accuracy counts them).
 
 Images: ``<images>/train_images/<image_id>.jpg`` for train and val, ``<images>/test_images/...``
 for test; when that sub-folder does not exist, ``<images>/<image_id>.jpg`` (so ``images`` may

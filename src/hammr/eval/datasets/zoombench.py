@@ -20,7 +20,8 @@ there is one. Sample id: the record's position in the file (the converter number
 Image paths in the file are as the converter wrote them (relative to where it ran, e.g.
 '../ZoomBench/images/image_0.png'); an absolute path is used as is, a relative one is looked up
 under ``images`` (default: the file's folder) as written, then as ``images/<file name>``, then
-as ``<file name>``; the first that exists wins.
+as ``<file name>``; the first that exists wins, among those inside ``images`` (a path that
+leads outside it is refused by ``load_dataset``).
 
 Schema assumed from the authors' conversion script and README (no ZoomBench file was
 available here); the parquet release is not read.
@@ -40,6 +41,7 @@ from hammr.eval.datasets._common import (
     read_json_records,
     split_options,
     text,
+    within,
 )
 from hammr.eval.types import Sample
 
@@ -56,7 +58,10 @@ def resolve(root: Path, written: str) -> Path:
     if p.is_absolute():
         return p
     candidates = [root / p, root / "images" / p.name, root / p.name]
-    return next((c for c in candidates if c.exists()), candidates[0])
+    inside = [c for c in candidates if within(root, c)]
+    if not inside:
+        return root / p  # load_dataset refuses it, naming the sample
+    return next((c for c in inside if c.exists()), inside[0])
 
 
 def load(

@@ -1,4 +1,4 @@
-"""Evaluation metrics: VQA accuracy, exact match, Encyclopedic-VQA, multiple choice.
+"""Evaluation metrics: VQA and TextVQA accuracy, exact match, Encyclopedic-VQA, multiple choice.
 
 Every metric follows :class:`hammr.eval.types.Metric` (``async score(prediction, sample)``)
 so that metrics which ask a judge model and those which only compare strings are used alike.
@@ -24,12 +24,9 @@ from hammr.eval.metrics.encvqa import (
     split_candidate_items,
 )
 from hammr.eval.metrics.exact import ExactMatch
-from hammr.eval.metrics.normalize import (
-    normalize_encvqa_answer,
-    normalize_exact,
-    normalize_vqa_answer,
-)
-from hammr.eval.metrics.vqa import VQAAccuracy, vqa_accuracy
+from hammr.eval.metrics.normalize import normalize_encvqa_answer, normalize_exact
+from hammr.eval.metrics.textvqa import TextVQAAccuracy, evalai_process_answer, textvqa_accuracy
+from hammr.eval.metrics.vqa import VQAAccuracy, normalize_vqa_answer, vqa_accuracy
 from hammr.eval.types import Metric
 
 __all__ = [
@@ -43,8 +40,10 @@ __all__ = [
     "LLMJudge",
     "MultipleChoice",
     "TextEmbedder",
+    "TextVQAAccuracy",
     "VQAAccuracy",
     "correct_letter",
+    "evalai_process_answer",
     "extract_choice",
     "get_metric",
     "list_iou",
@@ -54,6 +53,7 @@ __all__ = [
     "normalize_vqa_answer",
     "parse_verdict",
     "split_candidate_items",
+    "textvqa_accuracy",
     "vqa_accuracy",
 ]
 
@@ -61,6 +61,11 @@ __all__ = [
 def _vqa(**options: Any) -> Metric:
     _no_options("vqa_accuracy", options, ())
     return VQAAccuracy()
+
+
+def _textvqa(**options: Any) -> Metric:
+    _no_options("textvqa_accuracy", options, ())
+    return TextVQAAccuracy()
 
 
 def _exact(**options: Any) -> Metric:
@@ -90,6 +95,7 @@ def _no_options(name: str, options: dict[str, Any], allowed: tuple[str, ...]) ->
 
 METRICS: dict[str, Callable[..., Metric]] = {
     "vqa_accuracy": _vqa,
+    "textvqa_accuracy": _textvqa,
     "exact_match": _exact,
     "encvqa": _encvqa,
     "multiple_choice": _choice,
@@ -100,7 +106,8 @@ METRICS: dict[str, Callable[..., Metric]] = {
 def get_metric(name: str, **options: Any) -> Metric:
     """The metric called ``name`` built with ``options``:
 
-    * ``vqa_accuracy`` (TextVQA): no options.
+    * ``vqa_accuracy`` (VQA v2, the VQA challenge script): no options.
+    * ``textvqa_accuracy`` (TextVQA, MMF's evaluator as on its leaderboard): no options.
     * ``exact_match`` (GQA, TallyQA, NLVR2, PointQA): ``boolean``, ``numeric``.
     * ``encvqa`` (Encyclopedic-VQA): ``judge`` ('bem', 'llm', 'embedding', a Judge, or None)
       with that judge's options (``checkpoint``, ``llm``, ``embedder``, ``threshold``, ...),

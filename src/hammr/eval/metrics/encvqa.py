@@ -1,28 +1,35 @@
 """Encyclopedic-VQA accuracy: exact match, list IoU for list answers, then an answer judge.
 
-Source: Encyclopedic-VQA (Mensink et al., ICCV 2023), section on evaluation, and the
-evaluation code published with the dataset (``encyclopedic_vqa/evaluation_utils.py`` in
-google-research). This module is our own implementation that follows that code's published
-behaviour; it is not a copy of it, and its judge step is pluggable (the paper uses BEM only):
+Source: Encyclopedic-VQA (Mensink et al., ICCV 2023) and its evaluation code,
+google-research/google-research ``encyclopedic_vqa/evaluation_utils.py`` at commit
+8d8a4f1b27753c7580d16261a1468b3d6ad2c3d3 (``evaluate_example``,
+``encyclopedic_vqa_evaluation_function``, ``singleanswer_exact_match``,
+``multianswer_exact_match``, ``_list_intersection_over_union``, ``preprocess_answer``). The
+string steps follow that code step for step; the judge step is pluggable (the paper uses BEM):
 
 1. Both answers are normalised with
-   :func:`~hammr.eval.metrics.normalize.normalize_encvqa_answer` (lower-case; delete all
-   punctuation; drop 'the answer is', a, an, the; number words and true/false to digits and
-   yes/no; expand contractions). Equal strings are correct (``judge='exact'``).
+   :func:`~hammr.eval.metrics.normalize.normalize_encvqa_answer` (``preprocess_answer``). Equal
+   strings are correct (``judge='exact'``).
 2. ``multi_answer`` questions (``sample.meta['question_type']``) compare lists instead: the
-   reference items (the dataset separates them with '&&') and the prediction's items (split on
-   ',', ' and ', ' & ' and '&&') are normalised, empty items dropped, and an intersection over
-   union of the two sets of at least 0.5 is correct (``judge='list-iou'``).
+   reference items (the dataset separates them with '&&') and the prediction's items (the
+   prediction with ' and ' and ' & ' replaced by ',', split on ',') are normalised, empty items
+   dropped, and an intersection over union of the two sets of at least 0.5 is correct
+   (``judge='list-iou'``).
 3. Otherwise an answer-equivalence :class:`Judge` decides (``judge`` = its name: 'bem',
    'llm', 'embedding'); with no judge configured the answer is wrong (``judge='none'``).
-   For list questions the judge sees the reference items joined by ',' (as the original does
-   before calling BEM).
+   For list questions the judge sees the reference with '&&' replaced by ',' (as the original
+   does before calling BEM).
 
 Several ground-truth answers are alternatives: the prediction is correct when it is correct
 against any of them (the original takes the maximum over references). For ``multi_answer``
 the alternative lists are ``sample.meta['answer_lists']`` when the adapter gives them (a
 sequence of item sequences); else, when any answer holds '&&', each answer is one
 '&&'-separated alternative list; else the whole ``sample.answers`` tuple is the one list.
+
+Departures from the original, none of which changes a score the original computes: a
+reference that normalises to nothing is skipped when another one is left (the original raises
+on it; all empty still raises here); an empty prediction is wrong without asking the judge; and
+the judge is whatever is configured, not necessarily BEM.
 """
 
 from __future__ import annotations
@@ -45,8 +52,6 @@ from hammr.eval.types import Sample, Score
 IOU_THRESHOLD = 0.5
 MULTI_ANSWER = "multi_answer"
 INSTALL_HINT = "pip install 'hammr[local]' (torch and transformers)"
-
-_ITEM_SEPARATORS = re.compile(r"\s+and\s+|\s+&\s+|&&|,", re.IGNORECASE)
 
 
 @runtime_checkable
@@ -72,15 +77,20 @@ def encvqa_exact_match(reference: str, candidate: str) -> bool:
 
 
 def split_candidate_items(candidate: str) -> list[str]:
-    """A predicted list's items: split on ',', ' and ', ' & ' and '&&', normalised, empty
-    items dropped."""
-    items = (normalize_encvqa_answer(x) for x in _ITEM_SEPARATORS.split(candidate))
+    """A predicted list's items, as ``multianswer_exact_match`` reads them: ' and ' and ' & '
+    (with exactly one space each side, case as written) become ',', the text is split on ',',
+    and the items are normalised, empty ones dropped. '&&' does not split a prediction; its
+    '&'s are punctuation and vanish ('oak&&pine' is one item, 'oakpine')."""
+    parts = candidate.replace(" and ", ",").replace(" & ", ",").split(",")
+    items = (normalize_encvqa_answer(x) for x in parts)
     return [x for x in items if x]
 
 
 def list_iou(reference_items: Sequence[str], candidate_items: Sequence[str]) -> float:
-    """Intersection over union of the two sets of normalised items (empty ones dropped).
-    An empty reference list raises."""
+    """Intersection over union of the two sets of normalised items (empty ones dropped), as
+    ``_list_intersection_over_union`` computes it on the preprocessed lists. Normalising an
+    already normalised item changes nothing, so items from :func:`split_candidate_items` may be
+    passed as they are. An empty reference list raises."""
     ref = {x for x in (normalize_encvqa_answer(r) for r in reference_items) if x}
     if not ref:
         raise ValueError(f"reference list {list(reference_items)!r} is empty after normalisation")
@@ -100,9 +110,37 @@ def reference_lists(answers: Sequence[str], given: object = None) -> list[list[s
     return [list(answers)]
 
 
+def judge_references(answers: Sequence[str], lists: Sequence[Sequence[str]]) -> list[str]:
+    """The references a judge sees for a ``multi_answer`` sample: each alternative with '&&'
+    replaced by ',' (the original's ``reference.replace('&&', ',')``) when the lists are the
+    answers one for one, else each list's items joined by ','."""
+    if len(lists) == len(answers):
+        return [a.replace("&&", ",") for a in answers]
+    return [",".join(items) for items in lists]
+
+
 # ---------------------------------------------------------------------------------------------
 # Judges
 # ---------------------------------------------------------------------------------------------
+
+
+QUESTION_SEGMENT = 2
+"""The question's segment id in BEM's input (candidate 0, reference 1)."""
+
+
+def _add_zero_token_types(torch: Any, model: Any, wanted: int) -> None:
+    """Give a BERT model ``wanted`` token types, the new ones with zero embeddings."""
+    embeddings = model.base_model.embeddings
+    old = embeddings.token_type_embeddings
+    have, width = old.weight.shape
+    if have >= wanted:
+        return
+    grown = torch.nn.Embedding(wanted, width)
+    with torch.no_grad():
+        grown.weight.zero_()
+        grown.weight[:have] = old.weight
+    embeddings.token_type_embeddings = grown.to(old.weight.device, old.weight.dtype)
+    model.config.type_vocab_size = wanted
 
 
 class BEMJudge:
@@ -111,10 +149,16 @@ class BEMJudge:
     ``checkpoint`` is a local directory holding a transformers ``BertForSequenceClassification``
     with two labels (1 = equivalent) and its WordPiece tokenizer, such as a conversion of the
     official BEM checkpoint. Nothing is downloaded. The input is
-    ``[CLS] candidate [SEP] reference [SEP] question [SEP]`` with segment id 0 for
-    ``[CLS] candidate [SEP]`` and 1 for the rest; the answer is equivalent when the softmax
-    probability of label 1 is at least ``threshold`` (0.5, as in Encyclopedic-VQA). Inputs
-    longer than ``max_length`` tokens lose question tokens first, then reference tokens.
+    ``[CLS] candidate [SEP] reference [SEP] question [SEP]`` with segment ids 0, 1 and 2 for
+    the three parts (each with its [SEP]), as ``tensorflow_text.combine_segments`` numbers them
+    in the original; the answer is equivalent when the softmax probability of label 1 is at
+    least ``threshold`` (0.5, as in Encyclopedic-VQA). Inputs longer than ``max_length``
+    tokens lose question tokens first, then reference tokens (the original fails on them).
+
+    A checkpoint with two token types gets a third, all-zero token-type embedding: TensorFlow's
+    BERT encoder looks token types up as a one-hot product, and the one-hot vector of an id
+    beyond its table is all zeros, so that is what the original's question tokens receive.
+    (Not checked against the real BEM checkpoint, which is not available here.)
     """
 
     name = "bem"
@@ -150,6 +194,7 @@ class BEMJudge:
                 f"BEM checkpoint {str(path)!r} has {model.config.num_labels} labels; "
                 "expected 2 (0 = different, 1 = equivalent)"
             )
+        _add_zero_token_types(torch, model, QUESTION_SEGMENT + 1)
         self._model: Any = model.to(device).eval()
         self._device = device
         self._lock = threading.Lock()
@@ -174,8 +219,10 @@ class BEMJudge:
             cand = cand[: len(cand) - over]
         cls_id, sep_id = int(tok.cls_token_id), int(tok.sep_token_id)
         first = [cls_id, *cand, sep_id]
-        rest = [*ref, sep_id, *ques, sep_id]
-        return first + rest, [0] * len(first) + [1] * len(rest)
+        second = [*ref, sep_id]
+        third = [*ques, sep_id]
+        segments = [0] * len(first) + [1] * len(second) + [QUESTION_SEGMENT] * len(third)
+        return first + second + third, segments
 
     def probability(self, question: str, reference: str, candidate: str) -> float:
         """The model's probability that the candidate is equivalent to the reference."""
@@ -343,7 +390,7 @@ class EncVQAAccuracy:
             best = max(list_iou(ref, items) for ref in lists)
             if best >= self.iou_threshold:
                 return Score(1.0, judge="list-iou", detail=f"list IoU {best:.2f}")
-            references = [",".join(x.strip() for x in ref) for ref in lists]
+            references = judge_references(sample.answers, lists)
             missed = f"list IoU {best:.2f}"
         else:
             references = [a for a in sample.answers if normalize_encvqa_answer(a)]

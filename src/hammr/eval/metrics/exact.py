@@ -14,13 +14,30 @@ _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 class ExactMatch:
     """1.0 when the normalised prediction equals any normalised ground-truth answer.
 
-    Source: HAMMR (Castrejón et al.), section 4.1 and Table 2, scores GQA, TallyQA,
-    NLVR2 and PointQA by exact match. Those datasets' official scripts compare strings as they
-    are, which suits classifier outputs ('2', 'left', 'True') but not a language model's
-    answer ('Two.', 'The table', 'Yes'). Both sides therefore go through
-    :func:`~hammr.eval.metrics.normalize.normalize_exact`: lower-case, strip quotes,
-    asterisks and trailing punctuation, collapse whitespace, drop articles, number words
-    zero..twenty to digits.
+    Source: HAMMR (Castrejón et al.), section 4.1 and Table 2, scores GQA, TallyQA, NLVR2 and
+    PointQA by exact match. The datasets' own scorers compare a classifier's output as it is:
+
+    * GQA: the official ``eval.py`` (distributed in the GQA site's eval.zip; read here as the
+      verbatim copy in junayednaushad/Relation-Network-VQA, ``gqa/eval.py``, commit
+      613d4a286b31f6886c9b51649f4619ce8f709b2a) scores ``toScore(predicted == gold)``: plain
+      string equality of the prediction and ``question["answer"]``, with no processing at all.
+    * TallyQA: no scorer ships with the data (manoja328/TallyQA_dataset); the authors' code
+      (manoja328/tallyqacode, ``utils.py`` ``accuracy`` and ``eval_extra.py``
+      ``eval_simp_comp``, commit 1efda74df3c01ac20fb667f671ca7fc94dd1aa78) compares integer
+      arrays: the predicted count equals the answer.
+    * NLVR2: lil-lab/nlvr ``nlvr2/eval/metrics.py`` (commit
+      e6a286aa779fcaf6ecd331a42767915d1ae4fbf5) scores ``prediction.lower() ==
+      example["label"].lower()`` with labels 'True'/'False'.
+
+    A language model answers in prose ('Two.', 'The table', 'Yes'), so hammr departs on
+    purpose: both sides go through :func:`~hammr.eval.metrics.normalize.normalize_exact`
+    (lower-case, strip quotes, asterisks and trailing punctuation, collapse whitespace, drop
+    articles, number words zero..twenty to digits), plus the options below. On predictions
+    in the official format the result is the official one: the tests try every answer of the
+    real GQA excerpts against every question, 'True'/'False' in any case against the real
+    NLVR2 labels, and every count 0..20 against counts 0..15. (Two GQA vocabulary answers that
+    differed only in case, edge punctuation, an article or a number word would be merged;
+    none do in the excerpts.) The departure accepts more ways of writing the same answer.
 
     Options (each True, False, or None = decide per sample from its ground truth):
 

@@ -10,7 +10,7 @@ A suite is a TOML file::
     question_type = "spatial_reasoning"
     dataset = "gqa"                   # an adapter of hammr.eval.datasets
     split = "testdev"                 # optional; passed to the adapter
-    metric = "exact_match"            # vqa_accuracy | exact_match | encvqa | multiple_choice
+    metric = "exact_match"            # a name in hammr.eval.metrics.METRICS
     file = "gqa/testdev_balanced_questions.json"   # relative to the data folder
     images = "gqa/images"             # optional, relative to the data folder
     options = { }                     # optional, the adapter's own options
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 SUITES_DIR = Path(__file__).parent
-METRICS = ("vqa_accuracy", "exact_match", "encvqa", "multiple_choice")
+METRICS = ("vqa_accuracy", "textvqa_accuracy", "exact_match", "encvqa", "multiple_choice")
 """Metric names a suite may use (implemented in hammr.eval.metrics)."""
 
 _ENTRY_KEYS = {

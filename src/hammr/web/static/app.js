@@ -51,7 +51,18 @@
     });
   }
 
+  // A name is ONE path segment: a '/' in a run or sample name is sent as %2F.
   function enc(s) { return encodeURIComponent(String(s)); }
+  function dec(s) { try { return decodeURIComponent(s); } catch (e) { return s; } }
+
+  /** The URL as a link target when its scheme is http or https, else null (shown as text). */
+  function webHref(url) {
+    if (typeof url !== "string" || !url) return null;
+    try {
+      var u = new URL(url);
+      return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+    } catch (e) { return null; }
+  }
 
   function isCorrect(score) { return typeof score === "number" && score >= 1 - 1e-9; }  // as the store: right = score 1
 
@@ -240,13 +251,13 @@
     var raw = window.location.hash.replace(/^#\/?/, "");
     var q = "", i = raw.indexOf("?");
     if (i >= 0) { q = raw.slice(i + 1); raw = raw.slice(0, i); }
-    var parts = raw ? raw.split("/").map(function (p) { return decodeURIComponent(p); }) : [];
+    var parts = raw ? raw.split("/").map(dec) : [];
     var params = {};
     q.split("&").forEach(function (kv) {
       if (!kv) return;
       var j = kv.indexOf("=");
-      var k = decodeURIComponent(j < 0 ? kv : kv.slice(0, j));
-      params[k] = j < 0 ? "" : decodeURIComponent(kv.slice(j + 1).replace(/\+/g, " "));
+      var k = dec(j < 0 ? kv : kv.slice(0, j));
+      params[k] = j < 0 ? "" : dec(kv.slice(j + 1).replace(/\+/g, " "));
     });
     return { parts: parts, params: params };
   }
@@ -452,6 +463,7 @@
 
   function isImage(v) { return v && typeof v === "object" && !Array.isArray(v) && typeof v.$image === "string"; }
   function isBox(v) { return v && typeof v === "object" && !Array.isArray(v) && Array.isArray(v.$box); }
+  function isPage(v) { return v && typeof v === "object" && !Array.isArray(v) && typeof v.$page === "string"; }
 
   function walkValues(v, fn) {
     if (Array.isArray(v)) { v.forEach(function (x) { walkValues(x, fn); }); return; }
@@ -595,9 +607,11 @@
     if (typeof v !== "object") return h("span", { class: "mono val" }, typeof v === "string" ? JSON.stringify(v) : String(v));
     if (isImage(v)) return renderImage(v, geo, caption);
     if (isBox(v)) return renderBoxes([v], geo);
-    if (typeof v.$page === "string") {
+    if (isPage(v)) {
+      var href = webHref(v.url);
       return h("span", { class: "chip page" }, "page ",
-        v.url ? h("a", { href: v.url, target: "_blank", rel: "noopener" }, v.$page) : h("b", {}, v.$page),
+        href ? h("a", { href: href, target: "_blank", rel: "noopener noreferrer" }, v.$page) : h("b", {}, v.$page),
+        !href && v.url ? h("span", { class: "muted mono page-url" }, " " + v.url) : null,
         v.words ? h("span", { class: "muted" }, " · " + v.words + " words") : null);
     }
     if (typeof v.$entity === "string") {
@@ -618,9 +632,11 @@
     }));
   }
 
+  /** Whether a value holds something the text observation does not show: an image, a box
+   * or a page (its link). */
   function hasVisual(v) {
     var found = false;
-    walkValues(v, function (x) { if (isImage(x) || isBox(x)) found = true; });
+    walkValues(v, function (x) { if (isImage(x) || isBox(x) || isPage(x)) found = true; });
     return found;
   }
 
@@ -716,7 +732,8 @@
           h("div", { class: "ans gt", id: "ground-truth" },
             h("div", { class: "label" }, "Ground truth"), h("div", { class: "value" }, answersText(answers) || "—")),
           h("div", { class: "ans score" }, h("div", { class: "label" }, "Score"), h("div", { class: "value" }, scoreBadge(rec.score)))),
-        rec.judge ? h("div", { class: "judge" }, h("span", { class: "tag" }, "Judge"), typeof rec.judge === "string" ? rec.judge : JSON.stringify(rec.judge)) : null,
+        rec.judge ? h("div", { class: "row judge", id: "judge" }, h("span", { class: "tag" }, "Judge"),
+          h("span", { class: "judge-value" }, typeof rec.judge === "string" ? rec.judge : JSON.stringify(rec.judge))) : null,
         rec.error ? h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, rec.error)) : null,
         meta);
       var inputs = trace && trace.inputs ? trace.inputs : {};

