@@ -69,3 +69,16 @@ class FakeServer(LocalServer):
 
         super().__init__(Handler, request_queue_size=64)
         self.url = f"http://127.0.0.1:{self.port}/v1"
+
+
+def served_env(server: FakeServer, *, timeout_s: float = 5, **extra: str) -> dict[str, str]:
+    """Environment variables pointing hammr at ``server`` (no response cache, one retry)."""
+    return {
+        "HAMMR_LLM__BACKEND": "openai",
+        "HAMMR_LLM__BASE_URL": server.url,
+        "HAMMR_LLM__MODEL": "fake",
+        "HAMMR_LLM__CACHE": "false",
+        "HAMMR_LLM__MAX_RETRIES": "1",
+        "HAMMR_LLM__TIMEOUT_S": f"{timeout_s:g}",
+        **extra,
+    }

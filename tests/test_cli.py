@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from PIL import Image as PILImage
 
 from conftest import EXAMPLES, needs_tesseract
-from fake_openai_server import FakeServer, Reply, ok_body
+from fake_openai_server import FakeServer, Reply, ok_body, served_env
 from hammr.cli import main
 
 
@@ -23,15 +23,7 @@ def server() -> Iterator[FakeServer]:
 
 
 def env_for(server: FakeServer) -> dict[str, str]:
-    return {
-        "HAMMR_LLM__BACKEND": "openai",
-        "HAMMR_LLM__BASE_URL": server.url,
-        "HAMMR_LLM__MODEL": "fake",
-        "HAMMR_LLM__CACHE": "false",
-        "HAMMR_LLM__MAX_RETRIES": "1",
-        "HAMMR_LLM__TIMEOUT_S": "2",
-        "HAMMR_CONFIG": "",
-    }
+    return served_env(server, timeout_s=2)
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import EXAMPLES
-from fake_openai_server import FakeServer, Reply, ok_body
+from fake_openai_server import FakeServer, Reply, ok_body, served_env
 from hammr.agents.spec import BUILTIN_DIR
 from hammr.cli import main
 
@@ -28,12 +28,7 @@ def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, s
 
 
 def served(server: FakeServer) -> dict[str, str]:
-    return {
-        "HAMMR_LLM__BACKEND": "openai",
-        "HAMMR_LLM__BASE_URL": server.url,
-        "HAMMR_LLM__MODEL": "fake",
-        "HAMMR_LLM__MAX_RETRIES": "1",
-    }
+    return served_env(server)
 
 
 def test_agents_prints_the_tree_with_each_agents_tools() -> None:

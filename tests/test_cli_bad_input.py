@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from conftest import EXAMPLES, needs_tesseract
-from fake_openai_server import FakeServer, Reply, ok_body
+from fake_openai_server import FakeServer, Reply, ok_body, served_env
 from hammr.cli import main
 
 PLATE = EXAMPLES / "plate.png"
@@ -53,13 +53,7 @@ def server() -> Iterator[FakeServer]:
 
 
 def served(server: FakeServer) -> dict[str, str]:
-    return {
-        "HAMMR_LLM__BACKEND": "openai",
-        "HAMMR_LLM__BASE_URL": server.url,
-        "HAMMR_LLM__MODEL": "fake",
-        "HAMMR_LLM__MAX_RETRIES": "1",
-        "HAMMR_LLM__TIMEOUT_S": "5",
-    }
+    return served_env(server)
 
 
 # -- 1. the config file -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image as PILImage
 
-from fake_openai_server import FakeServer, Reply, Seen, ok_body
+from fake_openai_server import FakeServer, Reply, Seen, ok_body, served_env
 from hammr.cli import main
 from hammr.eval.report import Cell, build_report
 from hammr.eval.store import RunStore, StoreError
@@ -100,16 +100,7 @@ def server() -> Iterator[FakeServer]:
 
 
 def env_for(server: FakeServer, tmp_path: Path) -> dict[str, str]:
-    return {
-        "HAMMR_CONFIG": "",
-        "HAMMR_LLM__BACKEND": "openai",
-        "HAMMR_LLM__BASE_URL": server.url,
-        "HAMMR_LLM__MODEL": "fake",
-        "HAMMR_LLM__CACHE": "false",
-        "HAMMR_LLM__MAX_RETRIES": "1",
-        "HAMMR_LLM__TIMEOUT_S": "20",
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
+    return served_env(server, timeout_s=20, HAMMR_CONFIG="", XDG_CACHE_HOME=str(tmp_path / "cache"))
 
 
 def run(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -167,23 +166,23 @@ def answerer(llm: Any, *, tools: tuple[Any, ...] = (), name: str = "Answerer") -
 # --------------------------------------------------------------------------- the runner
 
 
+async def eight_at_once(llm: OneSlotLLM, tmp_path: Path, image: Path) -> Any:
+    """Eight samples at once on a one-slot fake model, each with 0.5 s of work allowed."""
+    with RunStore(tmp_path / "s.sqlite") as store:
+        store.open_run("r", "demo", "answerer")
+        return await run_eval(
+            answerer(llm), samples(image, 8), store=store, run_name="r",
+            concurrency=8, timeout_s=0.5,
+        )  # fmt: skip
+
+
 async def test_samples_queued_for_one_slot_do_not_time_out_fake_llm(
     tmp_path: Path, image: Path
 ) -> None:
-    """Eight samples at once on a one-slot fake model: each works 0.15 s but the last waits
-    ~1 s for the slot. With a 0.5 s budget of work none times out."""
+    """Each sample works 0.15 s but the last waits ~1 s for the slot: none times out."""
     llm = OneSlotLLM(0.15)
-    with RunStore(tmp_path / "s.sqlite") as store:
-        store.open_run("r", "demo", "answerer")
-        out = await run_eval(
-            answerer(llm),
-            samples(image, 8),
-            store=store,
-            run_name="r",
-            concurrency=8,
-            timeout_s=0.5,
-        )
-        assert out.timeouts == 0 and out.ran == 8 and out.score_sum == 8
+    out = await eight_at_once(llm, tmp_path, image)
+    assert out.timeouts == 0 and out.ran == 8 and out.score_sum == 8
     assert llm.finished == 8
 
 
@@ -191,18 +190,8 @@ async def test_the_same_load_times_out_when_waiting_counts_fake_llm(
     tmp_path: Path, image: Path
 ) -> None:
     """The control: the same queue, not declared as queued, counts against the deadline."""
-    llm = OneSlotLLM(0.15, mark_queued=False)
-    with RunStore(tmp_path / "s.sqlite") as store:
-        store.open_run("r", "demo", "answerer")
-        out = await run_eval(
-            answerer(llm),
-            samples(image, 8),
-            store=store,
-            run_name="r",
-            concurrency=8,
-            timeout_s=0.5,
-        )
-        assert out.timeouts >= 3
+    out = await eight_at_once(OneSlotLLM(0.15, mark_queued=False), tmp_path, image)
+    assert out.timeouts >= 3
 
 
 async def test_a_timed_out_sample_keeps_its_partial_trace_scripted_llm(
@@ -333,4 +322,3 @@ async def test_the_deadline_reaches_the_model_through_the_agent_fake_llm(image: 
     async with WorkDeadline(5) as deadline:
         await agent.run("q", {}, ctx=ToolContext())
     assert seen == [deadline]
-    time.sleep(0)

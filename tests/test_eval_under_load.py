@@ -68,7 +68,7 @@ def test_the_readme_demo_evaluation_under_cpu_load_has_no_timeouts(tmp_path: Pat
     statuses = {sid: status for sid, status, *_ in found}
     assert "timeout" not in statuses.values(), statuses
     assert "error" not in statuses.values(), [r[:3] for r in found if r[1] == "error"]
-    assert "0 timeouts" in done.stdout
+    assert "timeouts" not in done.stdout and "8 new" in done.stdout
 
 
 def test_timed_out_samples_keep_their_traces_and_the_process_ends_promptly(

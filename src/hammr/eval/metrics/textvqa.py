@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hammr.eval.metrics.vqa_tables import ARTICLES, CONTRACTIONS, MANUAL_MAP, PUNCTUATION
+from hammr.eval.metrics.vqa import vqa_process_digit_article
+from hammr.eval.metrics.vqa_tables import PUNCTUATION
 from hammr.eval.types import Sample, Score
 
 PERIOD_STRIP = re.compile(r"(?!<=\d)(\.)(?!\d)")
@@ -49,17 +50,9 @@ def evalai_process_punctuation(in_text: str) -> str:
 
 
 def evalai_process_digit_article(in_text: str) -> str:
-    """``process_digit_article``: lower-case, split, number words to digits, drop articles,
-    contractions table, join."""
-    out_text: list[str] = []
-    for word in in_text.lower().split():
-        word = MANUAL_MAP.get(word, word)
-        if word not in ARTICLES:
-            out_text.append(word)
-    for word_id, word in enumerate(out_text):
-        if word in CONTRACTIONS:
-            out_text[word_id] = CONTRACTIONS[word]
-    return " ".join(out_text)
+    """``process_digit_article``: the VQA script's rule with Python 3's lower-casing (same
+    tables, same steps; see :func:`hammr.eval.metrics.vqa.vqa_process_digit_article`)."""
+    return vqa_process_digit_article(in_text, lower=str.lower)
 
 
 def evalai_process_answer(item: str) -> str:

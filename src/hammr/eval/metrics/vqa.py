@@ -15,7 +15,7 @@ TextVQA's leaderboard uses MMF's variant of these rules instead: see
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hammr.eval.metrics.vqa_tables import ARTICLES, CONTRACTIONS, MANUAL_MAP, PUNCTUATION
 from hammr.eval.types import Sample, Score
@@ -57,11 +57,12 @@ def vqa_process_punctuation(in_text: str) -> str:
     return PERIOD_STRIP.sub("", out_text, count=PERIOD_STRIP_COUNT)
 
 
-def vqa_process_digit_article(in_text: str) -> str:
+def vqa_process_digit_article(in_text: str, lower: Callable[[str], str] = python2_lower) -> str:
     """``processDigitArticle``: lower-case, split on whitespace, number words to digits, drop
-    a/an/the, then replace each word found in the contractions table, and join with spaces."""
+    a/an/the, then replace each word found in the contractions table, and join with spaces.
+    (MMF's ``process_digit_article`` is the same code run by Python 3: ``lower=str.lower``.)"""
     out_text: list[str] = []
-    for word in python2_lower(in_text).split():
+    for word in lower(in_text).split():
         # The script's manualMap.setdefault(word, word) also stores word -> word; same result.
         word = MANUAL_MAP.get(word, word)
         if word not in ARTICLES:
