@@ -115,7 +115,7 @@ def test_eval_report_and_runs_end_to_end(server: FakeServer, tmp_path: Path) -> 
     base = ["eval", "--suite", str(suite), "--data-dir", str(data), "--store", str(store)]
     code, out, err = run([*base, "--system", "naive", "--name", "t", "--limit", "2"], env)
     assert code == 0, err
-    assert "run t: 4 samples" in err
+    assert "run t: 4 samples, 8 at a time" in err  # a served model: 8 by default
     assert out.startswith("t: 4 samples, mean score ")
     # rerunning the same name resumes: only the new samples are asked
     asked = len(server.seen)

@@ -65,6 +65,7 @@ def test_the_readme_demo_evaluation_under_cpu_load_has_no_timeouts(tmp_path: Pat
         burner.wait()
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+    assert "8 samples, 1 at a time" in done.stderr  # the embedded model's one slot
     found = rows(store)
     assert len(found) == 8
     statuses = {sid: status for sid, status, *_ in found}

@@ -257,7 +257,10 @@ def eval_cmd(
                 f"note: settings differ from the run's start: {', '.join(changed)}", err=True
             )
     else:
-        click.echo(f"run {name}: {plan.total} samples, store {store.path}", err=True)
+        click.echo(
+            f"run {name}: {plan.total} samples, {concurrency} at a time, store {store.path}",
+            err=True,
+        )
 
     def ctx_factory() -> ToolContext:
         return ToolContext(backends=backends, llm=llm)
