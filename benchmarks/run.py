@@ -8,6 +8,8 @@
 .venv/bin/python benchmarks/run.py prompts    # (e) prompt tokens: HAMMR vs naive, ~15 s
 .venv/bin/python benchmarks/run.py eval       # (f) evaluation throughput, ~1 min
 .venv/bin/python benchmarks/run.py viewer     # (g) viewer list endpoint on 10k samples, ~10 s
+.venv/bin/python benchmarks/run.py pool       # (h) eval over 1, 2, 3 server replicas, ~20 s
+.venv/bin/python benchmarks/run.py ray        # (i) eval on 1, 2, 4 Ray workers, ~30 s
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import agent_prompts
 import eval_throughput
 import grammar_wellformed
 import ocr_batch
+import pool_throughput
+import ray_throughput
 import routing_accuracy
 import step_overhead
 import viewer_list
@@ -36,7 +40,17 @@ def table(title: str, columns: list[str], rows: list[tuple[str, ...]]) -> Table:
 
 
 def main(argv: list[str]) -> None:
-    which = set(argv) or {"overhead", "grammar", "ocr", "routing", "prompts", "eval", "viewer"}
+    which = set(argv) or {
+        "overhead",
+        "grammar",
+        "ocr",
+        "routing",
+        "prompts",
+        "eval",
+        "viewer",
+        "pool",
+        "ray",
+    }
     console = Console(width=120)
     if "overhead" in which:
         rows = step_overhead.run()
@@ -120,6 +134,31 @@ def main(argv: list[str]) -> None:
                 "(g) viewer: GET /api/runs/{run}/samples (50 per page) on a generated "
                 "10k-sample store vs a 100-sample one, median of 20 requests",
                 viewer_list.COLUMNS,
+                rows,
+            )
+        )
+
+    if "pool" in which:
+        rows = pool_throughput.run()
+        console.print(
+            table(
+                f"(h) a pool of model servers: {pool_throughput.QUESTIONS} questions, naive "
+                f"agent, {pool_throughput.IN_FLIGHT} in flight; each replica works on "
+                f"{pool_throughput.SLOTS} requests at once, "
+                f"{1000 * pool_throughput.DELAY_S:.0f} ms each (target: efficiency >= 0.8)",
+                pool_throughput.COLUMNS,
+                rows,
+            )
+        )
+
+    if "ray" in which:
+        rows = ray_throughput.run()
+        console.print(
+            table(
+                f"(i) the Ray executor: {ray_throughput.QUESTIONS} questions, naive agent, "
+                f"{ray_throughput.PER_WORKER} in flight per worker, a model answering in "
+                f"{1000 * ray_throughput.DELAY_S:.0f} ms (target: efficiency >= 0.8)",
+                ray_throughput.COLUMNS,
                 rows,
             )
         )

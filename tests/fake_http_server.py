@@ -35,17 +35,22 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 
 class LocalServer:
-    """Serves ``handler`` on 127.0.0.1 (port ``self.port``) until :meth:`close`, which also
-    sets ``self.stop`` (handlers wait on it to delay a reply)."""
+    """Serves ``handler`` on 127.0.0.1 (port ``self.port``: ``port``, or a free one when 0)
+    until :meth:`close`, which also sets ``self.stop`` (handlers wait on it to delay a reply)."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], request_queue_size: int = 5) -> None:
+    def __init__(
+        self,
+        handler: type[BaseHTTPRequestHandler],
+        request_queue_size: int = 5,
+        port: int = 0,
+    ) -> None:
         self.stop = threading.Event()
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
 
         Server.request_queue_size = request_queue_size
-        self.httpd = Server(("127.0.0.1", 0), handler)
+        self.httpd = Server(("127.0.0.1", port), handler)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True

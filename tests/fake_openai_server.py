@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,13 +41,23 @@ def ok_body(text: str = "ok", *, completion: bool = False) -> dict[str, Any]:
 
 
 class FakeServer(LocalServer):
-    """An OpenAI-style server on 127.0.0.1 that plays scripted replies and records requests."""
+    """An OpenAI-style server on 127.0.0.1 that plays scripted replies and records requests.
 
-    def __init__(self) -> None:
+    ``port``: the port to listen on (0: a free one); a closed server can be started again on
+    its port. ``max_concurrent`` > 0 works on at most that many requests at once (a reply's
+    delay included), the others wait their turn, as a model server with that many slots.
+    ``active`` and ``peak_active`` count the requests being worked on now and at most.
+    """
+
+    def __init__(self, port: int = 0, *, max_concurrent: int = 0) -> None:
         self.script: list[Reply] = []
         self.responder: Callable[[Seen], Reply] | None = None
         """When set, it answers every request (from the handler's thread) instead of script."""
         self.seen: list[Seen] = []
+        self.active = 0
+        self.peak_active = 0
+        counts = threading.Lock()
+        slots = threading.BoundedSemaphore(max_concurrent) if max_concurrent > 0 else None
         outer = self
 
         class Handler(QuietHandler):
@@ -56,18 +67,33 @@ class FakeServer(LocalServer):
                     self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
                 )
                 outer.seen.append(seen)
+                if slots is not None:
+                    slots.acquire()
+                with counts:
+                    outer.active += 1
+                    outer.peak_active = max(outer.peak_active, outer.active)
+                try:
+                    reply = self.work(seen)
+                finally:
+                    with counts:
+                        outer.active -= 1
+                    if slots is not None:
+                        slots.release()
+                body = reply.body
+                if body is None:
+                    body = ok_body(completion=self.path.endswith("/v1/completions"))
+                self.send_json(reply.status, body, reply.headers)
+
+            def work(self, seen: Seen) -> Reply:
                 if outer.responder is not None:
                     reply = outer.responder(seen)
                 else:
                     reply = outer.script.pop(0) if outer.script else Reply()
                 if reply.delay:
                     outer.stop.wait(reply.delay)
-                body = reply.body
-                if body is None:
-                    body = ok_body(completion=self.path.endswith("/v1/completions"))
-                self.send_json(reply.status, body, reply.headers)
+                return reply
 
-        super().__init__(Handler, request_queue_size=64)
+        super().__init__(Handler, request_queue_size=64, port=port)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
 

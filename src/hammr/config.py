@@ -3,7 +3,8 @@
 Where a value comes from, in order of precedence:
 1. an environment variable ``HAMMR_<SECTION>__<KEY>`` (``HAMMR_LLM__BASE_URL``,
    ``HAMMR_TOOLS__OCR__LANG``); its text is read as a TOML value when it parses as one
-   (``3``, ``true``, ``0.5``) and as a plain string otherwise;
+   (``3``, ``true``, ``0.5``) and as a plain string otherwise; a ``base_url`` may list
+   several replicas separated by commas (``http://a:8000/v1,http://b:8000/v1``);
 2. the config file: ``--config PATH``, else ``$HAMMR_CONFIG``, else ``./hammr.toml`` if present;
 3. the defaults below.
 """
@@ -18,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hammr.backends.pool import parse_base_urls
 
 ENV_PREFIX = "HAMMR_"
 DEFAULT_FILE = "hammr.toml"
@@ -111,6 +114,9 @@ _LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
 }
 """The range of every numeric setting, as (test, what the message says it should be)."""
 
+URL_KEYS = ("llm.base_url", "vlm.base_url")
+"""Settings holding one server URL or a list of replicas (a TOML array, or commas)."""
+
 _KIND_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
 
 
@@ -176,6 +182,22 @@ class Config:
         return [(k, flat[k], self.sources.get(k, "default")) for k in sorted(flat)]
 
 
+def _read_urls(cfg: Config) -> None:
+    """Check every URL of the :data:`URL_KEYS`; several (an array, or a string with commas)
+    become a list. A single string is kept as it is; "" means unset."""
+    for key in URL_KEYS:
+        value = cfg.get(key)
+        if value == "":
+            continue
+        source = cfg.sources.get(key, "default")
+        try:
+            urls = parse_base_urls(value)
+        except ValueError as e:
+            raise ConfigError(f"{key} (from {source}): {e}") from None
+        if not (isinstance(value, str) and len(urls) == 1):
+            _set(cfg.data, key, list(urls), source)
+
+
 def _validate(cfg: Config) -> None:
     for key, choices in _CHOICES.items():
         v = cfg.get(key)
@@ -193,6 +215,8 @@ def _validate(cfg: Config) -> None:
                 + ", ".join(sorted(known))
             )
         default = known[key]
+        if key in URL_KEYS:
+            continue  # checked by _read_urls
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
@@ -274,5 +298,6 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         _set(data, dotted, _parse_env(text), f"${name}")
         sources[dotted] = f"${name}"
     cfg = Config(data, sources, file)
+    _read_urls(cfg)
     _validate(cfg)
     return cfg

@@ -28,6 +28,7 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
         llm = EmbeddedLLM(model_path=s["model_path"] or None, n_ctx=int(s["n_ctx"]), mode=s["mode"])
     else:
         from hammr.backends.llm.openai_compat import OpenAICompatLLM
+        from hammr.backends.pool import parse_base_urls
 
         if not s["base_url"] or not s["model"]:
             raise ConfigError(
@@ -35,8 +36,12 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
                 "(e.g. base_url = 'http://127.0.0.1:8000/v1', "
                 "model = 'Qwen/Qwen2.5-VL-7B-Instruct')"
             )
+        try:
+            urls = parse_base_urls(s["base_url"])  # one server, or replicas of it
+        except ValueError as e:
+            raise ConfigError(f"llm.base_url: {e}") from None
         llm = OpenAICompatLLM(
-            s["base_url"],
+            urls,
             s["model"],
             api_key_env=s["api_key_env"] or None,
             mode=s["mode"],
@@ -56,9 +61,17 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
 
 def default_concurrency(cfg: Config) -> int:
     """Questions an evaluation keeps in flight when not told: one for the embedded model
-    (one llama.cpp slot: more would only queue, and load the CPU the tools need), eight for a
-    served model (servers batch concurrent requests)."""
-    return 1 if cfg.get("llm.backend") == "embedded" else 8
+    (one llama.cpp slot: more would only queue, and load the CPU the tools need), eight per
+    replica of a served model (servers batch concurrent requests)."""
+    if cfg.get("llm.backend") == "embedded":
+        return 1
+    from hammr.backends.pool import parse_base_urls
+
+    try:
+        replicas = len(parse_base_urls(cfg.get("llm.base_url"))) or 1
+    except ValueError:
+        replicas = 1
+    return 8 * replicas
 
 
 def grammar_setting(cfg: Config) -> bool | None:

@@ -21,6 +21,9 @@ the results come back in the order of the list. A failed request (server down, t
 refusing) raises :class:`~hammr.tools.base.ToolError` with the server's one-line reason, so
 the agent sees it as an observation and the run goes on.
 
+``base_url`` may list several replicas of the server (a TOML array, or URLs separated by
+commas): each request goes to the least busy one that is up (:mod:`hammr.backends.pool`).
+
 Images wider or taller than ``max_image_side`` are scaled down before sending (0: never);
 with ``size_multiple`` > 1 both sides of the image sent are also rounded to a multiple of it.
 
@@ -47,7 +50,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
@@ -55,6 +58,7 @@ from PIL import Image as PILImage
 
 from hammr.backends.llm.base import ImagePart, LLMError, LLMRequest, Message
 from hammr.backends.llm.openai_compat import OpenAICompatLLM
+from hammr.backends.pool import ReplicaPool, parse_base_urls
 from hammr.tools.base import ToolError
 from hammr.values import Box, Entity, Image
 
@@ -444,7 +448,7 @@ class VLMBackend:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str] | ReplicaPool,
         model: str,
         api_key_env: str = "OPENAI_API_KEY",
         timeout_s: float = 60,
@@ -483,7 +487,9 @@ class VLMBackend:
         self._limit_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
-        return f"VLMBackend(base_url={self.llm.base_url!r}, model={self.llm.model!r})"
+        urls = self.llm.base_urls
+        shown = repr(urls[0]) if len(urls) == 1 else repr(list(urls))
+        return f"VLMBackend(base_url={shown}, model={self.llm.model!r})"
 
     async def aclose(self) -> None:
         await self.llm.aclose()
@@ -640,12 +646,18 @@ def from_config(options: dict[str, Any]) -> VLMBackend:
     table, overridden by the capability's own ``[tools.<capability>]`` keys)."""
     from hammr.backends.registry import BackendUnavailable, parse_options
 
-    opts = parse_options("vlm", options, OPTIONS)
-    if not opts.get("base_url") or not opts.get("model"):
+    # base_url may list replicas (a TOML array, or commas), which parse_options cannot coerce
+    urls = options.get("base_url")
+    opts = parse_options("vlm", {k: v for k, v in options.items() if k != "base_url"}, OPTIONS)
+    if urls in (None, "", []) or not opts.get("model"):
         raise BackendUnavailable(
             "no served VLM is configured: set [vlm] base_url and model in hammr.toml "
             "(or HAMMR_VLM__BASE_URL and HAMMR_VLM__MODEL)"
         )
+    try:
+        opts["base_url"] = parse_base_urls(urls)
+    except ValueError as e:
+        raise ValueError(f"vlm.base_url: {e}") from None
     try:
         return VLMBackend(**opts)
     except ValueError as e:

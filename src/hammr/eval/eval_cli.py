@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option
+from hammr.eval.executors import EXECUTORS
 
 EPILOG_EVAL = """\b
 Examples:
@@ -20,6 +21,8 @@ Examples:
   hammr eval --suite generic-vqa --data-dir ~/data/vqa --system naive --limit 100 \\
     --concurrency 16 --timeout 300
   hammr eval --suite my_suite.toml --data-dir . --system OCRReasoningAgent --name ocr-try1
+  hammr eval --suite generic-vqa --data-dir /shared/vqa --system hammr \\
+    --executor ray --ray-address auto --workers 8      # on a Ray cluster (hammr[ray])
   hammr report generic-vqa-hammr-2025-01-31 generic-vqa-naive-2025-01-31
 
 \b
@@ -93,8 +96,8 @@ def _suite_label(name_or_path: str) -> str:
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
-    help="Questions in flight at once (default: 1 on the embedded model, which answers one "
-    "call at a time; 8 on a served model).",
+    help="Questions in flight at once, per Ray worker with --executor ray (default: 1 on the "
+    "embedded model, which answers one call at a time; 8 per replica of a served model).",
 )
 @click.option("--name", "run_name", help="The run's name (default: SUITE-SYSTEM-YYYY-MM-DD).")
 @click.option(
@@ -137,6 +140,34 @@ def _suite_label(name_or_path: str) -> str:
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option(
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    default="local",
+    show_default=True,
+    help="Where questions are answered: this process, or Ray actors on a cluster (the "
+    "hammr[ray] extra). The run store is always written here, one sample at a time.",
+)
+@click.option(
+    "--ray-address",
+    metavar="auto|ray://HOST:PORT",
+    help="With --executor ray: the cluster to join ('auto': the one `ray start` made on this "
+    "machine; ray://HOST:PORT: a remote head). Default: start a local cluster.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="With --executor ray: Ray actors, each building the system and its models once and "
+    "answering --concurrency questions at a time.",
+)
+@click.option(
+    "--ship-images/--no-ship-images",
+    default=None,
+    help="With --executor ray: send each question's images to the workers through Ray's "
+    "object store (default: only when a worker cannot see --data-dir).",
+)
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress bar with live accuracy on stderr (default: when stderr is a terminal).",
@@ -157,6 +188,10 @@ def eval_cmd(
     bem_checkpoint: Path | None,
     max_steps: int | None,
     no_cache: bool,
+    executor: str,
+    ray_address: str | None,
+    workers: int,
+    ship_images: bool | None,
     progress: bool | None,
 ) -> None:
     """Evaluate a system on a suite; the results go to the run store as they come.
@@ -169,21 +204,16 @@ def eval_cmd(
     130 interrupted (run the same command again to resume).
     """
     from hammr.agents import SpecError
-    from hammr.agents.system import build_systems
     from hammr.backends.llm.base import LLMError, run_sync
     from hammr.config import ConfigError, load_config
-    from hammr.eval.runner import (
-        EvalProgress,
-        default_metric_factory,
-        plan_samples,
-        run_eval,
-        sample_key,
-    )
+    from hammr.eval.executors import ExecutorError
+    from hammr.eval.job import EvalJob, resolve_judge
+    from hammr.eval.runner import EvalOutcome, EvalProgress, plan_samples, run_samples, sample_key
     from hammr.eval.store import FAILED_STATUSES, StoreError
     from hammr.eval.suites import load_suite
-    from hammr.factory import build_llm, default_concurrency
-    from hammr.tools.base import ToolContext
 
+    if executor == "local" and (ray_address or ship_images is not None):
+        fail("--ray-address and --ship-images go with --executor ray")
     try:
         cfg = load_config(config_path)
         system_name = system_name or str(cfg.get("agent.system"))
@@ -195,38 +225,34 @@ def eval_cmd(
         fail(f"suite {suite_name!r} has no samples in {data_dir}")
     label = _suite_label(suite_name)
     name = run_name or f"{label}-{system_name}-{date.today().isoformat()}"
+    checkpoint = str(bem_checkpoint) if bem_checkpoint else None
     try:
-        systems, backends = build_systems(cfg, max_steps)
-        system = systems.system(system_name)
-        llm = build_llm(cfg, cache=False if no_cache else None)
+        job = EvalJob(
+            config=cfg,
+            system=system_name,
+            max_steps=max_steps,
+            cache=False if no_cache else None,
+            judge=resolve_judge(judge, cfg, checkpoint),
+            bem_checkpoint=checkpoint,
+            timeout_s=timeout_s or None,
+            concurrency=concurrency,
+        )
+        # Built here for the local executor; for Ray, built once to fail fast on a bad
+        # configuration (each worker builds its own).
+        built = job.build()
     except (ConfigError, LLMError, SpecError) as e:
         fail(str(e))
-
-    if judge == "auto":
-        served = cfg.get("llm.backend") == "openai"
-        judge = "bem" if bem_checkpoint else "llm" if served else "none"
-    judge_options: dict[str, Any] = {"judge": None if judge == "none" else judge}
-    if judge == "bem":
-        if bem_checkpoint is None:
-            fail("--judge bem needs --bem-checkpoint PATH")
-        judge_options["checkpoint"] = str(bem_checkpoint)
-    elif judge == "llm":
-        judge_options["llm"] = llm
-    elif judge == "embedding":
-        if "embed" not in backends:
-            fail("--judge embedding needs a text embedder ([tools.embed] in hammr.toml)")
-        judge_options["embedder"] = backends["embed"]
     config = _recorded_config(cfg)
-    concurrency = concurrency or default_concurrency(cfg)
+    in_flight = job.in_flight
     settings = {
         "suite": suite_name,
         "data_dir": str(data_dir.resolve()),
         "limit": limit,
         "seed": seed,
-        "concurrency": concurrency,
+        "concurrency": in_flight,
         "timeout_s": timeout_s,
         "max_steps": max_steps,
-        "judge": judge,
+        "judge": job.judge,
     }
     store = open_store(store_path)
     try:
@@ -244,12 +270,15 @@ def eval_cmd(
             "and are skipped",
             err=True,
         )
+    where = f"{in_flight} at a time"
+    if executor == "ray":
+        where = f"{workers} Ray workers x {in_flight} at a time"
     if not created:
         changed = sorted(
             k for k in set(config) | set(info.config) if config.get(k) != info.config.get(k)
         )
         click.echo(
-            f"resuming run {name}: {plan.skipped} of {plan.total} samples already done",
+            f"resuming run {name}: {plan.skipped} of {plan.total} samples already done ({where})",
             err=True,
         )
         if changed:
@@ -257,19 +286,37 @@ def eval_cmd(
                 f"note: settings differ from the run's start: {', '.join(changed)}", err=True
             )
     else:
-        click.echo(
-            f"run {name}: {plan.total} samples, {concurrency} at a time, store {store.path}",
-            err=True,
-        )
-
-    def ctx_factory() -> ToolContext:
-        return ToolContext(backends=backends, llm=llm)
+        click.echo(f"run {name}: {plan.total} samples, {where}, store {store.path}", err=True)
 
     stored = {(r.dataset, r.sample_id): r.score for r in store.score_rows(name)}
     planned = {sample_key(e, s) for e, s in samples}
     score_before = sum(v for k, v in stored.items() if k in planned)
 
-    async def go() -> Any:
+    async def execute(bar: EvalProgress) -> EvalOutcome:
+        if executor == "ray":
+            from hammr.eval.executors.ray_executor import run_eval_ray
+
+            return await run_eval_ray(
+                job,
+                samples,
+                store=store,
+                run_name=name,
+                workers=workers,
+                address=ray_address,
+                ship_images=ship_images,
+                on_result=bar.on_result,
+            )
+        return await run_samples(
+            built.answerer(name),
+            samples,
+            store=store,
+            run_name=name,
+            concurrency=in_flight,
+            on_result=bar.on_result,
+            setup=built.prepare,
+        )
+
+    async def go() -> EvalOutcome:
         try:
             with EvalProgress(
                 plan.total,
@@ -278,25 +325,15 @@ def eval_cmd(
                 label=name,
                 enabled=progress,
             ) as bar:
-                return await run_eval(
-                    system,
-                    samples,
-                    store=store,
-                    run_name=name,
-                    ctx_factory=ctx_factory,
-                    concurrency=concurrency,
-                    timeout_s=timeout_s or None,
-                    on_result=bar.on_result,
-                    metrics=default_metric_factory({"encvqa": judge_options}),
-                    max_pixels=int(cfg.get("images.max_pixels")),
-                )
+                return await execute(bar)
         finally:
-            close = getattr(llm, "aclose", None)
-            if close is not None:
-                await close()
+            await built.aclose()
 
     try:
         outcome = run_sync(go())
+    except ExecutorError as e:
+        store.close()
+        fail(str(e))
     except KeyboardInterrupt:
         n_stored = store.count(name)
         store.close()

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -302,6 +302,51 @@ def plan_samples(samples: Sequence[tuple[EntryLike, Sample]], done: set[tuple[st
     return plan
 
 
+Answer = Callable[[EntryLike, Sample], Awaitable[RunRecord]]
+"""Asks one sample and scores it; never raises for trouble inside the sample (it is in the
+record's status). :func:`local_answerer` runs in this process; the Ray executor's runs in
+its workers."""
+
+
+def local_answerer(
+    system: System,
+    *,
+    run_name: str,
+    ctx_factory: CtxFactory = ToolContext,
+    timeout_s: float | None = None,
+    metrics: MetricFactory | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> Answer:
+    """Answers samples with ``system`` in this process, scoring with each entry's metric
+    (built once per entry name and metric)."""
+    metric_for = metrics or default_metric_factory()
+    metric_cache: dict[tuple[str, str], Metric | str] = {}
+
+    def metric_of(entry: EntryLike) -> Metric | str:
+        """The entry's metric, or why there is none."""
+        key = (entry.name, metric_name(entry))
+        if key not in metric_cache:
+            try:
+                metric_cache[key] = metric_for(entry)
+            except Exception as e:
+                metric_cache[key] = f"no metric {metric_name(entry)!r}: {_error_text(e)}"
+        return metric_cache[key]
+
+    async def answer(entry: EntryLike, sample: Sample) -> RunRecord:
+        return await _answer_and_score(
+            system,
+            entry,
+            sample,
+            metric_of(entry),
+            run_name=run_name,
+            ctx_factory=ctx_factory,
+            timeout_s=timeout_s,
+            max_pixels=max_pixels,
+        )
+
+    return answer
+
+
 async def run_eval(
     system: System,
     samples: Sequence[tuple[EntryLike, Sample]],
@@ -323,48 +368,61 @@ async def run_eval(
     loop) with every record stored. The run must exist in the store (:meth:`RunStore.open_run`).
     Problems with the store itself (disk full, ...) do stop the run: nothing more could be kept.
     """
+    answer = local_answerer(
+        system,
+        run_name=run_name,
+        ctx_factory=ctx_factory,
+        timeout_s=timeout_s,
+        metrics=metrics,
+        max_pixels=max_pixels,
+    )
+
+    async def setup() -> None:
+        await prepare(system, ctx_factory().llm)
+
+    return await run_samples(
+        answer,
+        samples,
+        store=store,
+        run_name=run_name,
+        concurrency=concurrency,
+        on_result=on_result,
+        setup=setup,
+    )
+
+
+async def run_samples(
+    answer: Answer,
+    samples: Sequence[tuple[EntryLike, Sample]],
+    *,
+    store: RunStore,
+    run_name: str,
+    concurrency: int = 8,
+    on_result: OnResult | None = None,
+    setup: Callable[[], Awaitable[None]] | None = None,
+) -> EvalOutcome:
+    """The executor-independent part of a run: skip what is stored, keep ``concurrency``
+    samples in flight through ``answer``, commit each record the moment it comes back (this
+    process alone writes the store, one transaction per sample), count the outcome.
+    ``setup`` runs once before the first sample, only when there is something to ask."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if store.run_info(run_name) is None:
         raise ValueError(f"run {run_name!r} is not in the store; open it first")
-    metric_for = metrics or default_metric_factory()
     outcome = EvalOutcome()
     started = time.perf_counter()
 
     plan = plan_samples(samples, store.done_keys(run_name))
     outcome.total, outcome.skipped, outcome.duplicates = plan.total, plan.skipped, plan.duplicates
     todo = plan.todo
-
-    metric_cache: dict[int, tuple[Metric | str, str]] = {}
-
-    def metric_of(entry: EntryLike) -> tuple[Metric | str, str]:
-        """The entry's metric (or why there is none) and its name."""
-        if id(entry) not in metric_cache:
-            try:
-                metric_cache[id(entry)] = (metric_for(entry), metric_name(entry))
-            except Exception as e:
-                problem = f"no metric {metric_name(entry)!r}: {_error_text(e)}"
-                metric_cache[id(entry)] = (problem, metric_name(entry))
-        return metric_cache[id(entry)]
-
-    if todo:
-        await prepare(system, ctx_factory().llm)
+    if todo and setup is not None:
+        await setup()
     work: Iterator[tuple[EntryLike, Sample]] = iter(todo)
 
     async def worker() -> None:
         for entry, sample in work:
-            metric, name = metric_of(entry)
-            record = await _answer_and_score(
-                system,
-                entry,
-                sample,
-                metric,
-                run_name=run_name,
-                ctx_factory=ctx_factory,
-                timeout_s=timeout_s,
-                max_pixels=max_pixels,
-            )
-            stored = await asyncio.to_thread(store.add, record, metric=name)
+            record = await answer(entry, sample)
+            stored = await asyncio.to_thread(store.add, record, metric=metric_name(entry))
             if not stored:  # another process finished it meanwhile
                 outcome.skipped += 1
                 continue

@@ -13,6 +13,7 @@ import os
 import random
 import ssl
 import time
+from collections.abc import Sequence
 from functools import cache
 from types import TracebackType
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from hammr.backends.llm.base import (
     apply_stop,
     flatten_messages,
 )
+from hammr.backends.pool import ReplicaPool
 
 ServerKind = Literal["auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"]
 Mode = Literal["chat", "completion"]
@@ -146,11 +148,17 @@ class OpenAICompatLLM:
     ``max_retries`` is the number of tries in all (1 = no retry). Retries cover 429, 5xx,
     connection errors and timeouts, with exponential backoff and jitter; a ``Retry-After``
     header is honoured up to ``max_retry_after_s``.
+
+    ``base_url`` may list several replicas of the same server (or be a
+    :class:`~hammr.backends.pool.ReplicaPool`): each try goes to the one the pool chooses.
+    A try that fails at the transport level (refused, timed out, dropped) sets that replica
+    aside and is repeated at once, without backoff, on a replica not yet tried in this try
+    while one is up; only when none is left does the try count against ``max_retries``.
     """
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str] | ReplicaPool,
         model: str,
         *,
         api_key_env: str | None = "OPENAI_API_KEY",
@@ -166,7 +174,9 @@ class OpenAICompatLLM:
             raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
         if server not in ("auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"):
             raise ValueError(f"unknown server kind {server!r}")
-        self.base_url = base_url.rstrip("/")
+        self.pool = base_url if isinstance(base_url, ReplicaPool) else ReplicaPool(base_url)
+        self.base_url = self.pool.urls[0]
+        """The first (often the only) replica's URL; every one is in ``base_urls``."""
         self.model = model
         self.api_key_env = api_key_env
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
@@ -189,9 +199,16 @@ class OpenAICompatLLM:
         return "gbnf" if self.server in ("vllm", "sglang", "llamacpp") else "none"
 
     @property
+    def base_urls(self) -> tuple[str, ...]:
+        return self.pool.urls
+
+    @property
     def endpoint(self) -> str:
+        return self.endpoint_at(self.base_url)
+
+    def endpoint_at(self, base_url: str) -> str:
         path = "/chat/completions" if self.mode == "chat" else "/completions"
-        return self.base_url + path
+        return base_url + path
 
     def build_body(self, request: LLMRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (public so callers can log or inspect it)."""
@@ -225,9 +242,8 @@ class OpenAICompatLLM:
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             # Plain http never does TLS (redirects are not followed), so skip the CA bundle.
-            verify: ssl.SSLContext | bool = (
-                _tls_context() if self.base_url.startswith("https:") else False
-            )
+            https = any(u.startswith("https:") for u in self.base_urls)
+            verify: ssl.SSLContext | bool = _tls_context() if https else False
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout_s), headers=headers, verify=verify
             )
@@ -262,8 +278,8 @@ class OpenAICompatLLM:
             return min(retry_after, self.max_retry_after_s)
         return float(self.backoff_s * (2**attempt) * random.uniform(0.5, 1.0))
 
-    def _where(self) -> str:
-        return f"the LLM server at {self.base_url}"
+    def _where(self, url: str) -> str:
+        return f"the LLM server at {url}"
 
     def _tries(self) -> str:
         n = self.max_retries
@@ -273,43 +289,64 @@ class OpenAICompatLLM:
         body = self.build_body(request)
         client = self._client_for_loop()
         failure = ""
-        for attempt in range(self.max_retries):
+        attempt = 0
+        tried: set[str] = set()  # replicas unreachable in this try
+        while True:
             retry_after: float | None = None
-            try:
-                resp = await client.post(self.endpoint, json=body)
-            except httpx.TimeoutException:
-                failure = (
-                    f"{self._where()} did not answer within {self.timeout_s:g} s "
-                    f"({self._tries()}); is it overloaded, or is the model still loading?"
-                )
-            except httpx.ConnectError as e:
-                failure = (
-                    f"cannot reach the LLM server at {self.base_url}: {_connect_reason(e)} "
-                    f"— is it running? {_CONFIG_HINT}"
-                )
-            except httpx.TransportError as e:
-                failure = (
-                    f"the connection to {self._where()} failed "
-                    f"({self._tries()}): {_connect_reason(e)}"
-                )
-            else:
-                status = resp.status_code
-                if status == 429 or status >= 500:
-                    what = "is rate-limiting requests" if status == 429 else "failed"
+            unreachable: str | None = None  # why the replica could not be reached
+            async with self.pool.acquire(avoid=tried) as url:
+                try:
+                    resp = await client.post(self.endpoint_at(url), json=body)
+                except httpx.TimeoutException:
+                    unreachable = f"no answer within {self.timeout_s:g} s"
                     failure = (
-                        f"{self._where()} {what} (HTTP {status}, {self._tries()}): "
-                        f"{_server_message(resp)}"
+                        f"{self._where(url)} did not answer within {self.timeout_s:g} s "
+                        f"({self._tries()}); is it overloaded, or is the model still loading?"
                     )
-                    retry_after = _retry_after(resp)
-                elif status >= 400:
-                    raise self._client_error(resp)
+                except httpx.ConnectError as e:
+                    unreachable = _connect_reason(e)
+                    failure = (
+                        f"cannot reach the LLM server at {url}: {unreachable} "
+                        f"— is it running? {_CONFIG_HINT}"
+                    )
+                except httpx.TransportError as e:
+                    unreachable = _connect_reason(e)
+                    failure = (
+                        f"the connection to {self._where(url)} failed "
+                        f"({self._tries()}): {unreachable}"
+                    )
                 else:
-                    return self._parse(resp, request)
-            if attempt + 1 < self.max_retries:
-                await asyncio.sleep(self._delay(attempt, retry_after))
+                    self.pool.mark_up(url)
+                    status = resp.status_code
+                    if status == 429 or status >= 500:
+                        what = "is rate-limiting requests" if status == 429 else "failed"
+                        failure = (
+                            f"{self._where(url)} {what} (HTTP {status}, {self._tries()}): "
+                            f"{_server_message(resp)}"
+                        )
+                        retry_after = _retry_after(resp)
+                    elif status >= 400:
+                        raise self._client_error(resp, url)
+                    else:
+                        return self._parse(resp, request, url)
+            if unreachable is not None:
+                self.pool.mark_down(url, unreachable)
+                tried.add(url)
+                if self.pool.available(avoid=tried):
+                    continue  # fail over at once to another replica
+            attempt += 1
+            if attempt >= self.max_retries:
+                break
+            tried.clear()
+            await asyncio.sleep(self._delay(attempt - 1, retry_after))
+        if unreachable is not None and len(self.pool) > 1 and self.pool.all_down():
+            failure = (
+                f"all {len(self.pool)} LLM servers are unreachable: {self.pool.describe_down()} "
+                f"— are they running? {_CONFIG_HINT}"
+            )
         raise LLMError(failure)
 
-    def _client_error(self, resp: httpx.Response) -> LLMError:
+    def _client_error(self, resp: httpx.Response, url: str) -> LLMError:
         status = resp.status_code
         msg = _server_message(resp)
         if status in (401, 403):
@@ -319,20 +356,23 @@ class OpenAICompatLLM:
                 how = f"check the key in {self.api_key_env}"
             else:
                 how = f"set {self.api_key_env} to a valid key; it is not set now"
-            return LLMError(f"{self._where()} rejected the API key (HTTP {status}; {how}): {msg}")
+            return LLMError(
+                f"{self._where(url)} rejected the API key (HTTP {status}; {how}): {msg}"
+            )
         if status == 404:
             return LLMError(
-                f"{self._where()} answered 404 for model {self.model!r} at {self.endpoint}: "
-                f"{msg} (check hammr.toml [llm] model, and that base_url ends in /v1)"
+                f"{self._where(url)} answered 404 for model {self.model!r} at "
+                f"{self.endpoint_at(url)}: {msg} (check hammr.toml [llm] model, and that "
+                "base_url ends in /v1)"
             )
-        return LLMError(f"{self._where()} refused the request (HTTP {status}): {msg}")
+        return LLMError(f"{self._where(url)} refused the request (HTTP {status}): {msg}")
 
-    def _parse(self, resp: httpx.Response, request: LLMRequest) -> LLMResponse:
+    def _parse(self, resp: httpx.Response, request: LLMRequest, url: str) -> LLMResponse:
         try:
             data = resp.json()
         except (ValueError, UnicodeDecodeError):
             raise LLMError(
-                f"{self._where()} sent a reply that is not JSON: {_one_line(resp.text)!r}"
+                f"{self._where(url)} sent a reply that is not JSON: {_one_line(resp.text)!r}"
             ) from None
         choice = None
         if isinstance(data, dict):
@@ -341,7 +381,7 @@ class OpenAICompatLLM:
                 choice = choices[0]
         if choice is None:
             raise LLMError(
-                f"{self._where()} sent JSON without choices: {_one_line(json.dumps(data))!r}"
+                f"{self._where(url)} sent JSON without choices: {_one_line(json.dumps(data))!r}"
             )
         if self.mode == "chat":
             message = choice.get("message")
@@ -352,7 +392,7 @@ class OpenAICompatLLM:
             text = ""
         if not isinstance(text, str):
             raise LLMError(
-                f"{self._where()} sent a choice without text: {_one_line(json.dumps(choice))!r}"
+                f"{self._where(url)} sent a choice without text: {_one_line(json.dumps(choice))!r}"
             )
         usage = data.get("usage")
         finish = choice.get("finish_reason")

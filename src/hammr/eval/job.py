@@ -1,0 +1,120 @@
+"""What a process needs to answer and score the samples of a run, built the same way wherever
+it runs: in the driver for the local executor, once in each Ray worker for the Ray executor.
+
+An :class:`EvalJob` is plain, picklable data (the resolved configuration and the command's
+choices); :meth:`EvalJob.build` turns it into live objects (the system, its LLM and tool
+backends, the metrics), which are expensive and are built once per process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hammr.agents.system import System, build_systems
+from hammr.backends.llm.base import LLM
+from hammr.config import Config, ConfigError
+from hammr.eval.runner import Answer, default_metric_factory, local_answerer, prepare
+from hammr.factory import build_llm, default_concurrency
+from hammr.tools.base import ToolContext
+
+JUDGES = ("auto", "bem", "llm", "embedding", "none")
+
+
+def resolve_judge(judge: str, cfg: Config, bem_checkpoint: str | None) -> str:
+    """'auto' made concrete: BEM with a checkpoint, else the LLM when it is served, else none."""
+    if judge != "auto":
+        return judge
+    if bem_checkpoint:
+        return "bem"
+    return "llm" if cfg.get("llm.backend") == "openai" else "none"
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """The configuration and the choices of one ``hammr eval`` (judge already resolved)."""
+
+    config: Config
+    system: str
+    max_steps: int | None = None
+    cache: bool | None = None
+    """False: no LLM response cache; None: as llm.cache says."""
+    judge: str = "none"
+    bem_checkpoint: str | None = None
+    timeout_s: float | None = None
+    concurrency: int | None = None
+    """Questions in flight per process (None: the default for the configured LLM)."""
+
+    def __post_init__(self) -> None:
+        if self.judge not in JUDGES or self.judge == "auto":
+            raise ValueError(f"judge must be one of bem, llm, embedding, none; got {self.judge!r}")
+        if self.judge == "bem" and not self.bem_checkpoint:
+            raise ConfigError("--judge bem needs --bem-checkpoint PATH")
+
+    @property
+    def max_pixels(self) -> int:
+        return int(self.config.get("images.max_pixels"))
+
+    @property
+    def in_flight(self) -> int:
+        return self.concurrency or default_concurrency(self.config)
+
+    def build(self) -> BuiltJob:
+        """The live system, LLM, backends and metrics (ConfigError, LLMError or SpecError
+        when the configuration cannot be built here)."""
+        systems, backends = build_systems(self.config, self.max_steps)
+        system = systems.system(self.system)
+        llm = build_llm(self.config, cache=self.cache)
+        return BuiltJob(self, system, llm, backends)
+
+    def judge_options(self, llm: LLM, backends: dict[str, Any]) -> dict[str, Any]:
+        """The options of the EncVQA metric for this job's judge."""
+        options: dict[str, Any] = {"judge": None if self.judge == "none" else self.judge}
+        if self.judge == "bem":
+            options["checkpoint"] = self.bem_checkpoint
+        elif self.judge == "llm":
+            options["llm"] = llm
+        elif self.judge == "embedding":
+            if "embed" not in backends:
+                raise ConfigError(
+                    "--judge embedding needs a text embedder ([tools.embed] in hammr.toml)"
+                )
+            options["embedder"] = backends["embed"]
+        return options
+
+
+@dataclass
+class BuiltJob:
+    """An :class:`EvalJob` made live in this process."""
+
+    job: EvalJob
+    system: System
+    llm: LLM
+    backends: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.metrics = default_metric_factory(
+            {"encvqa": self.job.judge_options(self.llm, self.backends)}
+        )
+
+    def context(self) -> ToolContext:
+        return ToolContext(backends=self.backends, llm=self.llm)
+
+    def answerer(self, run_name: str) -> Answer:
+        return local_answerer(
+            self.system,
+            run_name=run_name,
+            ctx_factory=self.context,
+            timeout_s=self.job.timeout_s,
+            metrics=self.metrics,
+            max_pixels=self.job.max_pixels,
+        )
+
+    async def prepare(self) -> None:
+        """One-time setup before the first sample (model load, router embeddings)."""
+        await prepare(self.system, self.llm)
+
+    async def aclose(self) -> None:
+        close = getattr(self.llm, "aclose", None)
+        if close is not None:
+            await close()
