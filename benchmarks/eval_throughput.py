@@ -23,7 +23,7 @@ from typing import Any
 from PIL import Image as PILImage
 
 from hammr.agents import AgentSystems
-from hammr.config import load_config
+from hammr.config import Config, load_config
 from hammr.eval.runner import run_eval
 from hammr.eval.store import RunStore
 from hammr.eval.suites import load_suite
@@ -127,16 +127,21 @@ def make_suite(root: Path, n: int = QUESTIONS) -> Path:
     return suite
 
 
-def measure(server: SlowServer, root: Path, concurrency: int) -> dict[str, float]:
-    cfg = load_config(
+def served_config(base_url: str) -> Config:
+    """hammr's configuration for a fake served model at ``base_url`` (no response cache)."""
+    return load_config(
         None,
         env={
             "HAMMR_LLM__BACKEND": "openai",
-            "HAMMR_LLM__BASE_URL": server.url,
+            "HAMMR_LLM__BASE_URL": base_url,
             "HAMMR_LLM__MODEL": "fake",
             "HAMMR_LLM__CACHE": "false",
         },
     )
+
+
+def measure(server: SlowServer, root: Path, concurrency: int) -> dict[str, float]:
+    cfg = served_config(server.url)
     backends = build_backends(cfg).backends
     system = AgentSystems.from_config(cfg, builtin_tools(), backends).system("naive")
     samples = load_suite(root / "bench.toml").samples(root)

@@ -20,11 +20,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eval_throughput import REPLY, make_suite  # noqa: E402
+from eval_throughput import REPLY, make_suite, served_config  # noqa: E402
 from fake_openai_server import FakeServer, Reply, Seen, ok_body  # noqa: E402
 from hammr.agents import AgentSystems  # noqa: E402
 from hammr.backends.llm.openai_compat import OpenAICompatLLM  # noqa: E402
-from hammr.config import load_config  # noqa: E402
 from hammr.eval.runner import run_eval  # noqa: E402
 from hammr.eval.store import RunStore  # noqa: E402
 from hammr.eval.suites import load_suite  # noqa: E402
@@ -54,15 +53,7 @@ def answer(seen: Seen) -> Reply:
 
 
 def measure(servers: list[FakeServer], root: Path) -> dict[str, Any]:
-    cfg = load_config(
-        None,
-        env={
-            "HAMMR_LLM__BACKEND": "openai",
-            "HAMMR_LLM__BASE_URL": ",".join(s.url for s in servers),
-            "HAMMR_LLM__MODEL": "fake",
-            "HAMMR_LLM__CACHE": "false",
-        },
-    )
+    cfg = served_config(",".join(s.url for s in servers))
     backends = build_backends(cfg).backends
     system = AgentSystems.from_config(cfg, builtin_tools(), backends).system("naive")
     samples = load_suite(root / "bench.toml").samples(root)[:QUESTIONS]

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import ray
 
-from eval_throughput import DELAY_S, SlowServer, make_suite
-from hammr.config import load_config
+from eval_throughput import DELAY_S, SlowServer, make_suite, served_config
 from hammr.eval.executors.ray_executor import run_eval_ray
 from hammr.eval.job import EvalJob
 from hammr.eval.store import RunStore
@@ -41,16 +40,9 @@ COLUMNS = [
 
 
 def measure(server: SlowServer, root: Path, workers: int) -> dict[str, float]:
-    cfg = load_config(
-        None,
-        env={
-            "HAMMR_LLM__BACKEND": "openai",
-            "HAMMR_LLM__BASE_URL": server.url,
-            "HAMMR_LLM__MODEL": "fake",
-            "HAMMR_LLM__CACHE": "false",
-        },
+    job = EvalJob(
+        config=served_config(server.url), system="naive", concurrency=PER_WORKER, timeout_s=60
     )
-    job = EvalJob(config=cfg, system="naive", concurrency=PER_WORKER, timeout_s=60)
     samples = load_suite(root / "bench.toml").samples(root)
     stamps: list[float] = []
 

@@ -155,6 +155,21 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def unanswered(entry: EntryLike, sample: Sample, run_name: str) -> RunRecord:
+    """The record of a sample before (or without) an answer: score 0, no prediction."""
+    dataset, sample_id = sample_key(entry, sample)
+    return RunRecord(
+        run=run_name,
+        sample_id=sample_id,
+        dataset=dataset,
+        question_type=question_type_of(entry, sample),
+        question=sample.question,
+        answers=tuple(sample.answers),
+        prediction=None,
+        score=0.0,
+    )
+
+
 async def _answer_and_score(
     system: System,
     entry: EntryLike,
@@ -166,17 +181,7 @@ async def _answer_and_score(
     timeout_s: float | None,
     max_pixels: int,
 ) -> RunRecord:
-    dataset, sample_id = sample_key(entry, sample)
-    record = RunRecord(
-        run=run_name,
-        sample_id=sample_id,
-        dataset=dataset,
-        question_type=question_type_of(entry, sample),
-        question=sample.question,
-        answers=tuple(sample.answers),
-        prediction=None,
-        score=0.0,
-    )
+    record = unanswered(entry, sample, run_name)
     started = time.perf_counter()
     deadline = WorkDeadline(None)
     partial: list[Trace] = []

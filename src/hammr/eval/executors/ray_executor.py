@@ -41,9 +41,8 @@ from hammr.eval.runner import (
     EntryLike,
     EvalOutcome,
     OnResult,
-    question_type_of,
     run_samples,
-    sample_key,
+    unanswered,
 )
 from hammr.eval.store import RunStore
 from hammr.eval.types import RunRecord, Sample
@@ -205,19 +204,9 @@ class ActorSlots:
 
 
 def crash_record(entry: EntryLike, sample: Sample, run_name: str, why: str) -> RunRecord:
-    dataset, sample_id = sample_key(entry, sample)
-    return RunRecord(
-        run=run_name,
-        sample_id=sample_id,
-        dataset=dataset,
-        question_type=question_type_of(entry, sample),
-        question=sample.question,
-        answers=tuple(sample.answers),
-        prediction=None,
-        score=0.0,
-        status="error",
-        error=why,
-    )
+    record = unanswered(entry, sample, run_name)
+    record.status, record.error = "error", why
+    return record
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
