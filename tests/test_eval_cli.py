@@ -473,7 +473,7 @@ def test_errors_export_into_a_read_only_folder_is_one_line(tmp_path: Path) -> No
 def test_errors_help_explains_every_option() -> None:
     import click
 
-    from hammr.eval.eval_cli import errors_cmd
+    from hammr.eval.errors_cli import errors_cmd
 
     options = [p for p in errors_cmd.params if isinstance(p, click.Option)]
     assert {"--per-type", "--seed"} <= {o.opts[0] for o in options}

@@ -12,7 +12,8 @@ from hammr.backends.kb.kb_cli import kb
 from hammr.backends.llm.base import LLMError, run_sync
 from hammr.cli_common import config_option, fail
 from hammr.config import ConfigError, load_config
-from hammr.eval.eval_cli import errors_cmd, eval_cmd, report_cmd, runs_cmd
+from hammr.eval.errors_cli import errors_cmd
+from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
 
