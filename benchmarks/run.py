@@ -10,6 +10,7 @@
 .venv/bin/python benchmarks/run.py viewer     # (g) viewer list endpoint on 10k samples, ~10 s
 .venv/bin/python benchmarks/run.py pool       # (h) eval over 1, 2, 3 server replicas, ~20 s
 .venv/bin/python benchmarks/run.py ray        # (i) eval on 1, 2, 4 Ray workers, ~30 s
+.venv/bin/python benchmarks/run.py shuffle    # (j) explanation metrics vs shuffled words, ~4 s
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rich.table import Table
 
 import agent_prompts
 import eval_throughput
+import explanation_shuffle
 import grammar_wellformed
 import ocr_batch
 import pool_throughput
@@ -50,6 +52,7 @@ def main(argv: list[str]) -> None:
         "viewer",
         "pool",
         "ray",
+        "shuffle",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -159,6 +162,18 @@ def main(argv: list[str]) -> None:
                 f"{ray_throughput.PER_WORKER} in flight per worker, a model answering in "
                 f"{1000 * ray_throughput.DELAY_S:.0f} ms (target: efficiency >= 0.8)",
                 ray_throughput.COLUMNS,
+                rows,
+            )
+        )
+
+    if "shuffle" in which:
+        rows = explanation_shuffle.run()
+        console.print(
+            table(
+                f"(j) MEAgent Fig. 11: visual metrics (x100) before and after shuffling the "
+                f"words of predicted explanations ({explanation_shuffle.TRIALS} shuffles each; "
+                f"boxes stay with the [BOX] tokens in order)",
+                explanation_shuffle.COLUMNS,
                 rows,
             )
         )

@@ -9,7 +9,7 @@ extras=""
 dev=0
 if [[ "${1:-}" == "--dev" ]]; then
   # The tests exercise every optional backend for real, so --dev installs them all.
-  extras="[dev,rapidocr,local,ray]"
+  extras="[dev,rapidocr,local,ray,explain]"
   dev=1
 fi
 
@@ -34,6 +34,20 @@ if [[ $dev == 1 ]] && ! command -v chromium >/dev/null 2>&1; then
          DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; }; then
     echo "hammr setup: could not install chromium; tests/test_web_e2e.py will be skipped" \
          "until you install Debian's chromium (/usr/bin/chromium)" >&2
+  fi
+fi
+
+if [[ $dev == 1 ]] && ! command -v java >/dev/null 2>&1; then
+  # The explanation language metrics (pycocoevalcap: PTB tokenizer, METEOR) run Java.
+  echo "hammr setup: installing Java for the explanation metrics (Debian package)" >&2
+  SUDO=""
+  [[ "$(id -u)" != "0" ]] && SUDO="sudo"
+  if ! { $SUDO apt-get update -qq &&
+         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+           default-jre-headless >/dev/null; }; then
+    echo "hammr setup: could not install Java; the language-metric tests in" \
+         "tests/test_explanation_metrics.py will be skipped until you install" \
+         "default-jre-headless" >&2
   fi
 fi
 

@@ -53,6 +53,7 @@ def test_registry_names_and_schema_notes() -> None:
         "hrbench",
         "mme_realworld_lite",
         "zoombench",
+        "mevqa",
         "jsonl",
     }
     for name, adapter in ADAPTERS.items():

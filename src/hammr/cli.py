@@ -50,10 +50,12 @@ def main() -> None:
 @click.argument("image", type=click.Path(path_type=Path))
 @click.argument("question")
 @click.option(
+    "--system",
     "--agent",
     "agent_name",
-    help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline) or an "
-    "agent's name from `hammr agents`. Default: agent.system (hammr).",
+    help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline), "
+    "'mulprog' (a visual program with a grounded explanation) or an agent's name from "
+    "`hammr agents`. Default: agent.system (hammr). --agent is the same option.",
 )
 @click.option(
     "--router",
@@ -110,6 +112,7 @@ def ask(
     from hammr.agents import SpecError
     from hammr.agents.system import HAMMR, build_systems
     from hammr.factory import build_llm
+    from hammr.systems import build_system
     from hammr.tools.base import ToolContext
     from hammr.trace import format_trace
 
@@ -124,13 +127,12 @@ def ask(
             inputs["image2"] = Image.open(image2, max_pixels=max_pixels)
         if point is not None:
             inputs["point"] = _parse_point(point, img)
-        systems, backends = build_systems(cfg, max_steps)
         name = agent_name or str(cfg.get("agent.system"))
-        system = (
-            systems.dispatcher(cast("RouterKind", router))
-            if name == HAMMR and router
-            else systems.system(name)
-        )
+        if name == HAMMR and router:
+            systems, backends = build_systems(cfg, max_steps)
+            system: Any = systems.dispatcher(cast("RouterKind", router))
+        else:
+            system, backends = build_system(cfg, name, max_steps)
         llm = build_llm(cfg, cache=False if no_cache else None)
     except (ConfigError, ImageLoadError, LLMError, SpecError) as e:
         fail(str(e))

@@ -35,6 +35,7 @@ def _is_number(v: Any) -> bool:
 
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int": (_is_int, "an integer"),
+    "int?": (lambda v: v is None or _is_int(v), "an integer or null"),
     "number": (_is_number, "a number"),
     "str": (lambda v: isinstance(v, str), "a string"),
     "str?": (lambda v: v is None or isinstance(v, str), "a string or null"),
@@ -66,6 +67,7 @@ _STEP_FIELDS = {
     "cached": "bool",
     "forced": "bool",
     "router": "str?",
+    "line": "int?",
     "child": "object?",
 }
 _TRACE_FIELDS = {
@@ -170,6 +172,9 @@ class Step:
     """The last step, where the agent was asked to (and under a grammar could only) finish."""
     router: str | None = None
     """Set when a router, not the LLM, chose this step's action (no LLM call was made)."""
+    line: int | None = None
+    """The program line (0-based) this step ran, when a program made it (MulProg); its
+    module is :attr:`tool` and the line's text :attr:`action`."""
     child: Trace | None = None
 
     def to_dict(self) -> dict[str, JSON]:
@@ -218,7 +223,8 @@ class Trace:
 
     @property
     def llm_calls(self) -> int:
-        own = sum(1 for s in self.steps if s.router is None)
+        # a router's decision and a program line are made by code, not by a model call
+        own = sum(1 for s in self.steps if s.router is None and s.line is None)
         return own + sum(s.child.llm_calls for s in self.steps if s.child)
 
     def errors(self) -> list[tuple[str, Step]]:

@@ -85,8 +85,9 @@ def _suite_label(name_or_path: str) -> str:
 @click.option(
     "--system",
     "system_name",
-    help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline) or "
-    "an agent's name from `hammr agents`. Default: agent.system (hammr).",
+    help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline), "
+    "'mulprog' (visual programs) or an agent's name from `hammr agents`. Default: "
+    "agent.system (hammr).",
 )
 @click.option(
     "--limit",

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hammr.agents.system import System, build_systems
+from hammr.agents.system import System
 from hammr.backends.llm.base import LLM
 from hammr.config import Config, ConfigError
 from hammr.eval.runner import Answer, default_metric_factory, local_answerer, prepare
 from hammr.factory import build_llm, default_concurrency
+from hammr.systems import build_system
 from hammr.tools.base import ToolContext
 
 JUDGES = ("auto", "bem", "llm", "embedding", "none")
@@ -62,8 +63,7 @@ class EvalJob:
     def build(self) -> BuiltJob:
         """The live system, LLM, backends and metrics (ConfigError, LLMError or SpecError
         when the configuration cannot be built here)."""
-        systems, backends = build_systems(self.config, self.max_steps)
-        system = systems.system(self.system)
+        system, backends = build_system(self.config, self.system, self.max_steps)
         llm = build_llm(self.config, cache=self.cache)
         return BuiltJob(self, system, llm, backends)
 

@@ -21,6 +21,7 @@ from hammr.eval.datasets import (
     gqa,
     hrbench,
     jsonl,
+    mevqa,
     mme_realworld,
     nlvr2,
     pointqa,
@@ -68,6 +69,7 @@ ADAPTERS: dict[str, Adapter] = {
         hrbench.ADAPTER,
         mme_realworld.ADAPTER,
         zoombench.ADAPTER,
+        mevqa.ADAPTER,
         jsonl.ADAPTER,
     )
 }

@@ -1,0 +1,1 @@
+"""MulProg: programs an LLM writes, one module call per line, and what runs them."""

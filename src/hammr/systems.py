@@ -1,0 +1,57 @@
+"""Every system hammr runs, by name: one registry for `hammr ask`, `hammr eval` and Python.
+
+HAMMR's systems come from the agent files (``hammr``, ``naive`` and any agent by its name,
+see :class:`hammr.agents.system.AgentSystems`); the other papers' systems are factories
+registered here by name, imported only when asked for. A new system is a new package and
+one line in :data:`FACTORIES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hammr.agents.spec import SpecError
+from hammr.agents.system import AgentSystems, System, build_systems
+from hammr.config import Config
+
+
+@dataclass(frozen=True)
+class Workbench:
+    """What a system factory builds from: the configuration, the tool backends, and HAMMR's
+    agents (a system may use them as tools)."""
+
+    config: Config
+    backends: dict[str, Any]
+    agents: AgentSystems
+
+
+SystemFactory = Callable[[Workbench], System]
+
+FACTORIES: dict[str, str] = {
+    "mulprog": "hammr.programs.system:mulprog_system",
+}
+"""System name -> 'module:function' taking a :class:`Workbench`."""
+
+
+def system_names(agents: AgentSystems) -> list[str]:
+    return [*agents.names(), *FACTORIES]
+
+
+def build_system(
+    cfg: Config, name: str, max_steps: int | None = None
+) -> tuple[System, dict[str, Any]]:
+    """The system called ``name`` and the tool backends it runs on (SpecError for an
+    unknown name, listing the known ones)."""
+    agents, backends = build_systems(cfg, max_steps)
+    path = FACTORIES.get(name)
+    if path is None:
+        if name not in agents.names():
+            known = ", ".join(system_names(agents))
+            raise SpecError(f"unknown system or agent {name!r}; choose from: {known}")
+        return agents.system(name), backends
+    module, _, function = path.partition(":")
+    factory: SystemFactory = getattr(importlib.import_module(module), function)
+    return factory(Workbench(cfg, backends, agents)), backends
