@@ -11,6 +11,7 @@
 .venv/bin/python benchmarks/run.py pool       # (h) eval over 1, 2, 3 server replicas, ~20 s
 .venv/bin/python benchmarks/run.py ray        # (i) eval on 1, 2, 4 Ray workers, ~30 s
 .venv/bin/python benchmarks/run.py shuffle    # (j) explanation metrics vs shuffled words, ~4 s
+.venv/bin/python benchmarks/run.py mulprog    # (k) MulProg vs HAMMR on SmolLM2, demo suite, ~5 min
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import agent_prompts
 import eval_throughput
 import explanation_shuffle
 import grammar_wellformed
+import mulprog_programs
 import ocr_batch
 import pool_throughput
 import ray_throughput
@@ -53,6 +55,7 @@ def main(argv: list[str]) -> None:
         "pool",
         "ray",
         "shuffle",
+        "mulprog",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -174,6 +177,17 @@ def main(argv: list[str]) -> None:
                 f"words of predicted explanations ({explanation_shuffle.TRIALS} shuffles each; "
                 f"boxes stay with the [BOX] tokens in order)",
                 explanation_shuffle.COLUMNS,
+                rows,
+            )
+        )
+
+    if "mulprog" in which:
+        rows = mulprog_programs.run()
+        console.print(
+            table(
+                "(k) MulProg vs HAMMR on the embedded SmolLM2, offline, the demo suite "
+                "(one question per type; a measurement, not a target)",
+                mulprog_programs.COLUMNS,
                 rows,
             )
         )

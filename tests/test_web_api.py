@@ -895,3 +895,45 @@ def test_view_command_serves_and_stops_on_sigint(tmp_path: Path) -> None:
     assert "stopped" in err and "Traceback" not in err, err
     with pytest.raises(httpx.ConnectError):
         httpx.get(base + "/api/runs", timeout=2)
+
+
+def test_a_mulprog_sample_is_data_and_the_viewer_sets_no_markup(tmp_path: Path) -> None:
+    """A MulProg run (scripted LLM and vision) whose object is named like HTML: the detail
+    endpoint returns the trace as JSON with the program lines and the explanation's boxes,
+    the static report holds the name only escaped inside its data block, and app.js has no
+    way to turn a string into markup."""
+    from mulprog_web_support import DATASET, EVIL, RUN, store_mulprog_run
+
+    store = RunStore(tmp_path / "runs.sqlite")
+    traces = store_mulprog_run(store)
+    server = ViewerServer(store, "127.0.0.1", 0)
+    server.start_in_thread()
+    try:
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=10) as client:
+            r = client.get(f"/api/runs/{RUN}/samples/{DATASET}/evil")
+            listed = client.get(f"/api/runs/{RUN}/samples").json()
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("application/json")
+        trace = r.json()["trace"]
+        assert trace == json.loads(json.dumps(traces["evil"].to_dict()))
+        assert [s["tool"] for s in trace["steps"]] == ["PLAN", "LOC", "COUNT", "RESULT", "EXPLAIN"]
+        assert [s["line"] for s in trace["steps"]] == [None, 0, 1, 2, None]
+        assert EVIL in trace["steps"][1]["action"]
+        (ref,) = trace["steps"][-1]["output"]["boxes"]
+        assert (
+            ref["name"] == EVIL
+            and ref["boxes"][0]["$box"] == trace["steps"][1]["output"][0]["$box"]
+        )
+        assert {it["agent"] for it in listed["items"]} == {"MulProg"}
+        html = render_html(report_data(store, [RUN], ci_samples=10))
+    finally:
+        server.stop()
+        store.close()
+    assert EVIL not in html and "<img" not in html
+    block = html.split(f'id="{DATA_ID}">')[1].split("</script>")[0]
+    evil = next(x for x in json.loads(block)["samples"][RUN] if x["sample_id"] == "evil")
+    assert evil["trace"]["steps"][-1]["output"]["boxes"][0]["name"] == EVIL
+    js = (Path(__file__).parents[1] / "src" / "hammr" / "web" / "static" / "app.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
+                 "new Function", "srcdoc", "createContextualFragment", "DOMParser"):  # fmt: skip
+        assert sink not in js, sink

@@ -394,3 +394,200 @@ def test_static_report_opens_names_with_slashes(
     check_slash_sample(page)
     page.screenshot(path=str(ARTIFACTS / "static_slash_sample.png"), full_page=True)
     assert not errors, errors
+
+
+# -- MulProg: the program listing and the grounded explanation ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def mulprog_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict]]:
+    from mulprog_web_support import store_mulprog_run
+
+    path = tmp_path_factory.mktemp("mulprog") / "runs.sqlite"
+    with RunStore(path) as store:
+        traces = store_mulprog_run(store)
+    yield path, traces
+
+
+def rect_of(locator: object) -> tuple[float, float, float, float]:
+    box = locator.bounding_box()  # type: ignore[attr-defined]
+    assert box is not None
+    return box["x"], box["y"], box["width"], box["height"]
+
+
+def check_mulprog_sample(page: Page, trace: Trace, shot: str) -> None:
+    """The 'right' sample: planning attempts collapsed, the five program rows with their
+    outputs, and explanation chips that light up exactly their own boxes on the image."""
+    from mulprog_web_support import RIGHT_OF_GREEN
+
+    block = page.locator(".trace > details.agent-block.top[data-agent=MulProg]")
+    block.wait_for()
+    # planning: two attempts, the first rejected with the checker's errors, collapsed
+    plan = block.locator("details.plan-attempts")
+    assert plan.evaluate("el => el.open") is False
+    assert plan.locator(".plan-attempt").count() == 2
+    first = plan.locator(".plan-attempt").first
+    assert not first.is_visible()
+    plan.locator(":scope > summary").click()
+    assert first.is_visible()
+    assert "has-error" in (first.get_attribute("class") or "")
+    assert "FIND" in first.inner_text() and "unknown_tool" in first.inner_text()
+    # the program: one row per line, numbered, with the line's source
+    rows = block.locator("table.program tr.prog-line")
+    lines = RIGHT_OF_GREEN.splitlines()
+    assert rows.count() == len(lines)
+    assert rows.locator("td.ln").all_inner_texts() == [str(i + 1) for i in range(len(lines))]
+    assert rows.locator("td.src > code").all_inner_texts() == lines
+    assert block.locator("tr.prog-line.has-error").count() == 0
+    # LOC rows draw their boxes on the thumbnail; CROP shows the crop and its place
+    loc_steps = [s for s in trace.steps if s.tool == "LOC"]
+    for st in loc_steps:
+        row = block.locator(f"tr.prog-line[data-line='{st.line}']")
+        assert row.locator("td.out svg.overlay rect.box").count() == len(st.output)
+    crop = next(s for s in trace.steps if s.tool == "CROP_RIGHTOF")
+    crop_row = block.locator(f"tr.prog-line[data-line='{crop.line}'] td.out")
+    assert crop_row.locator("img").count() == 2
+    region = crop_row.locator("rect.box.region")
+    assert [float(region.get_attribute(k) or "nan") for k in ("x", "y", "width", "height")] == (
+        crop.output["region"]
+    )
+    assert "→ 3" in block.locator("tr.prog-line").last.inner_text()
+
+    # the explanation: one chip per [BOX], named, with its box count
+    explain = trace.steps[-1]
+    refs = explain.output["boxes"]
+    chips = block.locator(".explanation .box-chip")
+    assert chips.count() == explain.output["text"].count("[BOX]") == len(refs) == 2
+    for i, ref in enumerate(refs):
+        assert chips.nth(i).locator(".chip-name").inner_text() == ref["name"]
+        assert chips.nth(i).locator(".chip-count").inner_text() == str(len(ref["boxes"]))
+    text = block.locator(".explanation .explain-text").inner_text()
+    assert text.startswith("Right of the green square") and "[BOX]" not in text
+    img = block.locator(".explanation .explain-wrap img")
+    img.scroll_into_view_if_needed()
+    img.evaluate(
+        "i => i.complete && i.naturalWidth ? 0 : new Promise(ok => i.addEventListener('load', ok))"
+    )
+    ix, iy, iw, ih = rect_of(img)
+    root_w, root_h = trace.inputs["IMAGE"]["size"]
+    assert iw > 100 and abs(ih - iw * root_h / root_w) < 2  # shown at the image's aspect
+
+    def expected(i: int) -> list[tuple[float, float, float, float]]:
+        out = []
+        for b in refs[i]["boxes"]:
+            x, y, w, h = b["$box"]
+            out.append(
+                (ix + x * iw / root_w, iy + y * ih / root_h, w * iw / root_w, h * ih / root_h)
+            )
+        return sorted(out)
+
+    def lit(i: int) -> None:
+        """Chip i's boxes, and only they, are highlighted, where its boxes are."""
+        on = block.locator(".explanation .xbox.on")
+        assert on.count() == len(refs[i]["boxes"])
+        assert {on.nth(k).get_attribute("data-ref") for k in range(on.count())} == {str(i)}
+        got = sorted(rect_of(on.nth(k)) for k in range(on.count()))
+        for g, e in zip(got, expected(i), strict=True):
+            assert all(abs(a - b) <= 1.5 for a, b in zip(g, e, strict=True)), (g, e)
+        others = block.locator(f".explanation .xbox:not([data-ref='{i}'])")
+        assert others.count() >= 1
+        for k in range(others.count()):
+            assert "on" not in (others.nth(k).get_attribute("class") or "").split()
+            assert float(others.nth(k).evaluate("e => getComputedStyle(e).opacity")) < 0.5
+
+    assert block.locator(".explanation .xbox.on").count() == 0
+    chips.nth(1).hover()  # the squares right of the green one: three boxes
+    lit(1)
+    assert [s["$box"] for s in refs[1]["boxes"]] == [b["$box"] for b in loc_steps[1].output]
+    page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+    page.mouse.move(5, 5)
+    assert block.locator(".explanation .xbox.on").count() == 0
+    chips.nth(0).click()  # pinned: stays after the pointer leaves
+    page.mouse.move(5, 5)
+    lit(0)
+    assert chips.nth(0).get_attribute("aria-pressed") == "true"
+    assert block.locator(".explanation .xbox.on .xbox-label").first.inner_text() == "green square"
+    chips.nth(0).click()  # unpinned: shown while hovered, gone when the pointer leaves
+    lit(0)
+    page.mouse.move(5, 5)
+    assert chips.nth(0).get_attribute("aria-pressed") == "false"
+    assert block.locator(".explanation .xbox.on").count() == 0
+
+
+def check_mulprog_safety_and_errors(page: Page, base: str) -> None:
+    """An object named like HTML is text everywhere; a failing line is marked, the rest not run."""
+    from mulprog_web_support import EVIL, RUN
+
+    page.goto(base + f"#/run/{RUN}/sample/scene/evil")
+    page.wait_for_function("document.querySelector('.toolbar h1')?.textContent === 'scene / evil'")
+    chip = page.locator(".explanation .box-chip")
+    chip.wait_for()
+    assert chip.locator(".chip-name").inner_text() == EVIL
+    assert EVIL in page.locator("table.program tr.prog-line").first.inner_text()
+    chip.click()
+    assert page.locator(".explanation .xbox.on .xbox-label").inner_text() == EVIL
+    assert page.locator("img[src=x]").count() == 0
+    assert page.evaluate("document.body.innerHTML.includes('<img src=x')") is False
+
+    page.goto(base + f"#/run/{RUN}/sample/scene/broken")
+    page.wait_for_function(
+        "document.querySelector('.toolbar h1')?.textContent === 'scene / broken'"
+    )
+    rows = page.locator("table.program tr.prog-line")
+    rows.first.wait_for()
+    assert rows.count() == 4
+    states = rows.evaluate_all("rs => rs.map(r => r.className.replace('prog-line', '').trim())")
+    assert states == ["ran", "ran", "has-error", "not-run"]
+    assert rows.nth(2).locator("td.out .badge.err").inner_text() == "capability_missing"
+    assert "not run" in rows.nth(3).inner_text()
+    assert page.locator(".explanation").count() == 0
+
+
+def test_viewer_shows_a_mulprog_program_and_its_explanation(
+    mulprog_store: tuple[Path, dict], browser: object
+) -> None:
+    from hammr.web.server import ViewerServer
+    from mulprog_web_support import RUN
+
+    store_path, traces = mulprog_store
+    store = RunStore(store_path)
+    server = ViewerServer(store, port=0)
+    server.start_in_thread()
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        errors: list[str] = []
+        dialogs: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(server.url + f"#/run/{RUN}")
+        page.locator("#samples tbody tr.sample-row[data-id=right]").click()
+        page.wait_for_function("location.hash.endsWith('/sample/scene/right')")
+        check_mulprog_sample(page, traces["right"], "mulprog_sample.png")
+        check_mulprog_safety_and_errors(page, server.url)
+        page.screenshot(path=str(ARTIFACTS / "mulprog_broken.png"), full_page=True)
+        assert not errors, errors
+        assert not dialogs, dialogs
+    finally:
+        server.stop()
+        store.close()
+
+
+def test_static_report_shows_the_mulprog_sample(
+    mulprog_store: tuple[Path, dict], browser: object, tmp_path: Path
+) -> None:
+    from mulprog_web_support import RUN
+
+    store_path, traces = mulprog_store
+    out = tmp_path / "mulprog.html"
+    with RunStore(store_path) as store:
+        write_report(store, [RUN], out, ci_samples=20)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    errors: list[str] = []
+    dialogs: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(out.as_uri() + f"#/run/{RUN}/sample/scene/right")
+    check_mulprog_sample(page, traces["right"], "static_mulprog_sample.png")
+    check_mulprog_safety_and_errors(page, out.as_uri())
+    assert not errors, errors
+    assert not dialogs, dialogs

@@ -14,6 +14,7 @@ from hammr.cli_common import config_option, fail
 from hammr.config import ConfigError, load_config
 from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
+from hammr.eval.explain_cli import explain_cmd
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
 
@@ -455,6 +456,7 @@ main.add_command(eval_cmd)
 main.add_command(report_cmd)
 main.add_command(runs_cmd)
 main.add_command(errors_cmd)
+main.add_command(explain_cmd)
 main.add_command(view_cmd)
 
 

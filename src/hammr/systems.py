@@ -32,6 +32,7 @@ SystemFactory = Callable[[Workbench], System]
 
 FACTORIES: dict[str, str] = {
     "mulprog": "hammr.programs.system:mulprog_system",
+    "mulprog-direct": "hammr.programs.direct:direct_system",
 }
 """System name -> 'module:function' taking a :class:`Workbench`."""
 

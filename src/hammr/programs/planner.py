@@ -51,6 +51,10 @@ class ProgramExample:
     question: str
     program: str
     shape: str = ""
+    answer: str = ""
+    explanation: str = ""
+    """With ``{BOXn}`` after each object it names (the direct baseline's form)."""
+    boxes: tuple[tuple[str, tuple[float, float, float, float]], ...] = ()
 
     def text(self) -> str:
         return f"Question: {self.question}\nProgram:\n{self.program.strip()}"
@@ -65,7 +69,14 @@ def load_examples(path: str | Path | None = None) -> list[ProgramExample]:
     else:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     return [
-        ProgramExample(str(e["question"]), str(e["program"]), str(e.get("shape", "")))
+        ProgramExample(
+            str(e["question"]),
+            str(e["program"]),
+            str(e.get("shape", "")),
+            str(e.get("answer", "")),
+            str(e.get("explanation", "")),
+            tuple((str(k), tuple(float(x) for x in v)) for k, v in e.get("boxes", {}).items()),  # type: ignore[misc]
+        )
         for e in data.get("example", [])
     ]
 

@@ -15,9 +15,10 @@ A suite is a TOML file::
     images = "gqa/images"             # optional, relative to the data folder
     options = { }                     # optional, the adapter's own options
 
-The bundled suites are ``generic-vqa`` (HAMMR's eight question types, its Table 2) and
-``muse-mc`` (MuSEAgent's four multiple-choice benchmarks); ``load_suite`` also takes a path to a
-TOML file of one's own. Paths in a suite are relative to the data folder given to
+The bundled suites are ``generic-vqa`` (HAMMR's eight question types, its Table 2),
+``muse-mc`` (MuSEAgent's four multiple-choice benchmarks), ``mevqa`` (MEVQA's test split, whose
+reference explanations ``hammr explain`` scores) and ``demo``; ``load_suite`` also takes a path
+to a TOML file of one's own. Paths in a suite are relative to the data folder given to
 ``Suite.samples``; each entry's comment says what the official download is and where it goes.
 
 ``Suite.samples(data_dir, limit=...)`` draws ``limit`` samples per entry with the seeded,
@@ -242,7 +243,8 @@ def _entry(raw: Any, i: int, where: str) -> SuiteEntry:
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
-    """A bundled suite by name ('generic-vqa', 'muse-mc') or a suite TOML file by path."""
+    """A bundled suite by name ('generic-vqa', 'muse-mc', 'mevqa', 'demo') or a suite TOML file
+    by path."""
     candidate = Path(name_or_path).expanduser()
     if candidate.suffix == ".toml" or candidate.is_file():
         path = candidate

@@ -687,6 +687,210 @@
     return h("div", { class: "step" + (st.error_kind ? " has-error" : "") + (st.router ? " routed" : ""), "data-step": st.index, "data-agent": agent }, head, body);
   }
 
+  // -- MulProg: the program line by line, and its grounded explanation -----------------------
+
+  /** A trace a program made (MulProg): its steps carry the program line they ran. */
+  function isProgramTrace(t) {
+    return !!t && (t.agent === "MulProg" ||
+      (t.steps || []).some(function (st) { return typeof st.line === "number"; }));
+  }
+
+  function finite(x) { return typeof x === "number" && isFinite(x); }
+  function validBox(b) { return isBox(b) && b.$box.length === 4 && b.$box.every(finite); }
+  function pcent(x) { return (100 * x).toFixed(4) + "%"; }
+
+  /** The PLAN steps by attempt: an attempt ends at the step carrying its program or its errors
+   * (one step for a whole program, one per line under a grammar). */
+  function planAttempts(steps) {
+    var out = [], cur = [];
+    steps.forEach(function (st) {
+      if (st.tool !== "PLAN") return;
+      cur.push(st);
+      if (st.action || st.error_kind || st.error) { out.push(cur); cur = []; }
+    });
+    if (cur.length) out.push(cur);
+    return out;
+  }
+
+  function renderPlanning(attempts) {
+    if (!attempts.length) return null;
+    function failed(a) { var last = a[a.length - 1]; return !!(last.error_kind || last.error); }
+    var rejected = attempts.filter(failed).length;
+    var calls = 0, tokens = 0;
+    attempts.forEach(function (a) {
+      a.forEach(function (st) {
+        calls += 1;
+        if (st.usage) tokens += (st.usage.prompt_tokens || 0) + (st.usage.completion_tokens || 0);
+      });
+    });
+    return h("details", { class: "plan-attempts" },
+      h("summary", {}, h("span", { class: "section-label" }, "Planning"),
+        h("span", { class: "muted small" }, attempts.length + " attempt" + (attempts.length === 1 ? "" : "s") +
+          " · " + calls + " LLM call" + (calls === 1 ? "" : "s") + (tokens ? " · " + tokens + " tok" : "")),
+        rejected ? h("span", { class: "badge err" }, rejected + " rejected") : null),
+      attempts.map(function (a, i) {
+        var last = a[a.length - 1], bad = failed(a);
+        var raw = a.map(function (st) { return st.raw || ""; }).join("\n");
+        return h("div", { class: "plan-attempt" + (bad ? " has-error" : ""), "data-attempt": i },
+          h("div", { class: "plan-head" }, h("b", {}, "Attempt " + (i + 1)),
+            bad ? h("span", { class: "badge err" }, last.error_kind || "rejected")
+              : (last.action ? h("span", { class: "badge ok" }, "accepted") : null),
+            a.length > 1 ? h("span", { class: "muted small" }, a.length + " calls (one per line)") : null,
+            h("span", { class: "grow" }),
+            h("span", { class: "metric" }, "llm " + secs(a.reduce(function (x, st) { return x + (st.llm_latency_s || 0); }, 0)))),
+          h("div", { class: "row" }, h("span", { class: "tag" }, "Wrote"), h("pre", { class: "mono plan-raw" }, raw || "(nothing)")),
+          last.error ? h("div", { class: "row error" }, h("span", { class: "tag" }, "Errors"), h("pre", { class: "txt" }, last.error)) : null);
+      }));
+  }
+
+  /** A program line's output, compactly: its boxes on a thumbnail, a crop and its place, a value. */
+  function lineOutput(st, geo) {
+    if (st.error_kind || st.error) {
+      return h("div", { class: "line-error" },
+        st.error_kind ? h("span", { class: "badge err" }, st.error_kind) : null, h("span", { class: "txt" }, st.error || ""));
+    }
+    var v = st.output, obs = st.observation || "", parts = [];
+    if (isBox(v) || (Array.isArray(v) && v.length && v.every(isBox))) {
+      var boxes = (Array.isArray(v) ? v : [v]).filter(validBox);
+      if (geo.root) {
+        parts.push(overlayFigure(geo.root, boxes.map(function (b) { return { xywh: b.$box, label: boxLabel(b) }; }),
+          { width: 150, small: true, nolabels: true, alt: "the boxes on the image" }));
+      }
+      parts.push(h("span", { class: "line-val" }, boxes.length + (boxes.length === 1 ? " box" : " boxes")));
+    } else if (isImage(v)) {
+      parts.push(overlayFigure(v, [], { width: 110, small: true, alt: "the crop" }));
+      if (Array.isArray(v.region) && v.region.every(finite) && geo.root) {
+        parts.push(overlayFigure(geo.root, [{ xywh: v.region, label: "crop", region: true }],
+          { width: 110, small: true, nolabels: true, alt: "its place on the image" }));
+      }
+      parts.push(h("span", { class: "line-val muted small" }, v.size ? v.size[0] + "×" + v.size[1] : "",
+        Array.isArray(v.region) ? " of [" + v.region.map(function (x) { return Math.round(x); }).join(", ") + "]" : ""));
+    } else if (v !== null && v !== undefined && typeof v === "object" && hasVisual(v)) {
+      parts.push(renderValue(v, geo));
+    } else {
+      var text = obs || (v === null || v === undefined ? "None" : typeof v === "string" ? v : JSON.stringify(v));
+      var final = st.finish !== null && st.finish !== undefined;
+      parts.push(h("span", { class: "mono line-val" + (final ? " final" : "") }, final ? "→ " + text : text));
+    }
+    return h("div", { class: "line-out", title: obs || null }, parts);
+  }
+
+  function renderProgramLine(i, st, text, geo, agent) {
+    var source = st && typeof st.action === "string" ? st.action : (text || "");
+    var state = !st ? "not-run" : (st.error_kind || st.error) ? "has-error" : "ran";
+    return h("tr", { class: "prog-line " + state, "data-line": i },
+      h("td", { class: "ln mono" }, String(i + 1)),
+      h("td", { class: "src" }, h("code", { class: "mono" }, source),
+        st ? h("details", { class: "line-more" }, h("summary", {}, "step details"), renderStep(st, geo, agent)) : null),
+      h("td", { class: "out" }, st ? lineOutput(st, geo) : h("span", { class: "muted small" }, "not run")));
+  }
+
+  /** The explanation with each [BOX] token a chip; hovering or clicking one shows its boxes
+   * on the question's image (the others dimmed). */
+  function renderExplanation(st, geo) {
+    var out = st.output && typeof st.output === "object" && !Array.isArray(st.output) ? st.output : {};
+    var text = typeof out.text === "string" ? out.text : String(st.observation || "");
+    var refs = Array.isArray(out.boxes) ? out.boxes : [];
+    var root = geo.root && Array.isArray(geo.root.size) && geo.root.size.every(finite) &&
+      geo.root.size[0] > 0 && geo.root.size[1] > 0 ? geo.root : null;
+    var chips = [], boxEls = [], pinned = null, hover = null;
+
+    function update() {
+      var active = hover !== null ? hover : pinned;
+      chips.forEach(function (c, i) {
+        c.classList.toggle("active", i === active);
+        c.setAttribute("aria-pressed", i === pinned ? "true" : "false");
+      });
+      boxEls.forEach(function (el) {
+        var r = +el.getAttribute("data-ref");
+        el.classList.toggle("on", active !== null && r === active);
+        el.classList.toggle("off", active !== null && r !== active);
+      });
+    }
+
+    function chip(i, ref) {
+      var ok = ref && typeof ref === "object";
+      var name = ok && ref.name !== null && ref.name !== undefined ? String(ref.name) : "?";
+      var boxes = ok && Array.isArray(ref.boxes) ? ref.boxes.filter(validBox) : [];
+      var color = PALETTE[i % PALETTE.length];
+      if (root) {
+        var W = root.size[0], H = root.size[1];
+        boxes.forEach(function (b) {
+          var x = b.$box;
+          boxEls.push(h("div", { class: "xbox", "data-ref": i, style: "left:" + pcent(x[0] / W) + ";top:" + pcent(x[1] / H) +
+            ";width:" + pcent(x[2] / W) + ";height:" + pcent(x[3] / H) + ";border-color:" + color },
+            h("span", { class: "xbox-label", style: "background:" + color }, name)));
+        });
+      }
+      return h("button", { type: "button", class: "box-chip" + (ok ? "" : " missing"), "data-ref": i, "aria-pressed": "false",
+        title: boxes.length + (boxes.length === 1 ? " box" : " boxes") + " of " + name + " (click to keep it shown)",
+        on: {
+          mouseenter: function () { hover = i; update(); },
+          mouseleave: function () { hover = null; update(); },
+          click: function () { pinned = pinned === i ? null : i; update(); },
+        } },
+        h("span", { class: "swatch", style: "background:" + color }),
+        h("span", { class: "chip-name" }, name),
+        h("span", { class: "chip-count" }, String(boxes.length)));
+    }
+
+    var para = h("p", { class: "explain-text" });
+    text.split("[BOX]").forEach(function (piece, i) {
+      if (i) {
+        var c = chip(i - 1, refs[i - 1]);
+        chips.push(c);
+        add(para, c);
+      }
+      if (piece) add(para, piece);
+    });
+    var fig = null;
+    if (root) {
+      var src = imageURL(root.$image), w = root.size[0], hgt = root.size[1];
+      var dispW = Math.max(260, Math.min(480, w));
+      fig = h("figure", { class: "figure explain-figure" },
+        h("div", { class: "imgwrap explain-wrap", style: "width:" + dispW + "px" },
+          src ? h("img", { src: src, alt: "the question's image", width: dispW, class: w < 120 ? "pixelated" : null })
+            : h("div", { class: "noimg", style: "aspect-ratio:" + w + "/" + hgt }, "image not stored"),
+          h("div", { class: "xlayer" }, boxEls)),
+        h("figcaption", {}, chips.length ? "hover or click an object to see its boxes" : "no grounded objects"));
+    }
+    return h("div", { class: "explanation", "data-step": st.index },
+      h("div", { class: "section-head" }, h("span", { class: "section-label" }, "Explanation"),
+        st.router ? h("span", { class: "badge router", title: "written by code, no LLM call" }, st.router) : null),
+      h("div", { class: "explain-body" }, fig,
+        h("div", { class: "explain-side" }, para,
+          st.error ? h("div", { class: "explain-note" }, st.error) : null)));
+  }
+
+  function renderProgram(t, geo) {
+    var steps = t.steps || [];
+    var src = null, byLine = {}, maxLine = -1, others = [], explain = null;
+    steps.forEach(function (st) {
+      if (typeof st.line === "number") {
+        byLine[st.line] = st;
+        maxLine = Math.max(maxLine, st.line);
+      } else if (st.tool === "PLAN") {
+        if (typeof st.action === "string" && st.action) src = st.action;
+      } else if (st.tool === "EXPLAIN" && !explain) {
+        explain = st;
+      } else {
+        others.push(st);
+      }
+    });
+    var srcLines = src ? src.split("\n") : [];
+    var n = Math.min(Math.max(srcLines.length, maxLine + 1), 10000);
+    var rows = [];
+    for (var i = 0; i < n; i++) rows.push(renderProgramLine(i, byLine[i], srcLines[i], geo, t.agent));
+    return h("div", { class: "mulprog" },
+      renderPlanning(planAttempts(steps)),
+      h("div", { class: "program-wrap" },
+        h("div", { class: "section-head" }, h("span", { class: "section-label" }, "Program"),
+          h("span", { class: "muted small" }, n + " line" + (n === 1 ? "" : "s"))),
+        n ? h("table", { class: "program" }, h("tbody", {}, rows)) : h("p", { class: "muted small" }, "No program was written.")),
+      others.length ? h("div", { class: "steps" }, others.map(function (st) { return renderStep(st, geo, t.agent); })) : null,
+      explain ? renderExplanation(explain, geo) : null);
+  }
+
   function renderTrace(t, geo, top) {
     var steps = t.steps || [];
     var status = t.status || "";
@@ -703,7 +907,8 @@
         Object.keys(t.inputs).map(function (k) { return h("div", { class: "val-block" }, h("div", { class: "var mono" }, k), renderValue(t.inputs[k], geo, k)); }))));
     }
     if (t.error) add(block, h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, t.error)));
-    add(block, h("div", { class: "steps" }, steps.map(function (st) { return renderStep(st, geo, t.agent); })));
+    add(block, isProgramTrace(t) ? renderProgram(t, geo)
+      : h("div", { class: "steps" }, steps.map(function (st) { return renderStep(st, geo, t.agent); })));
     return block;
   }
 
