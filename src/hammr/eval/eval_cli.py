@@ -238,9 +238,9 @@ def eval_cmd(
             timeout_s=timeout_s or None,
             concurrency=concurrency,
         )
-        # Built here for the local executor; for Ray, built once to fail fast on a bad
-        # configuration (each worker builds its own).
-        built = job.build()
+        # Only the local executor answers here; Ray's workers each build their own (a bad
+        # configuration is then one line from the first worker that cannot start).
+        built = job.build() if executor == "local" else None
     except (ConfigError, LLMError, SpecError) as e:
         fail(str(e))
     config = _recorded_config(cfg)
@@ -307,6 +307,7 @@ def eval_cmd(
                 ship_images=ship_images,
                 on_result=bar.on_result,
             )
+        assert built is not None
         return await run_samples(
             built.answerer(name),
             samples,
@@ -328,7 +329,8 @@ def eval_cmd(
             ) as bar:
                 return await execute(bar)
         finally:
-            await built.aclose()
+            if built is not None:
+                await built.aclose()
 
     try:
         outcome = run_sync(go())

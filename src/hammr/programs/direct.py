@@ -28,7 +28,7 @@ from hammr.backends.llm.base import LLM, ImagePart, LLMError, LLMRequest, Messag
 from hammr.eval.metrics.explanation import BoxRef, GroundedExplanation
 from hammr.programs.explain import BOX_TOKEN
 from hammr.programs.planner import ProgramExample, load_examples
-from hammr.programs.system import explanation_output
+from hammr.programs.system import explanation_output, model_and_image
 from hammr.tools.base import ToolContext
 from hammr.trace import Step, StepUsage, Trace, encode_value
 from hammr.values import Box, Image, Value
@@ -158,12 +158,7 @@ class DirectSystem:
         ctx: ToolContext | None = None,
     ) -> AgentResult:
         ctx = ctx or ToolContext()
-        model = self.llm or ctx.llm
-        if model is None:
-            raise ValueError("mulprog-direct has no LLM: pass llm= or set ToolContext.llm")
-        image = (inputs or {}).get("image")
-        if not isinstance(image, Image):
-            raise ValueError("mulprog-direct answers questions about one image: give 'image'")
+        model, image = model_and_image(NAME, self.llm, ctx, inputs)
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {"image": encode_value(image, trace.images)}
         ctx.trace_started(trace)

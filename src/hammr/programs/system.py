@@ -26,7 +26,7 @@ from hammr.programs.modules import modules_with
 from hammr.programs.planner import ProgramPlanner
 from hammr.tools.base import Tool, ToolContext
 from hammr.trace import Step, StepUsage, Trace, encode_value
-from hammr.values import Value
+from hammr.values import Image, Value
 
 if TYPE_CHECKING:
     from hammr.systems import Workbench
@@ -36,6 +36,20 @@ AGENT = "MulProg"
 Explainer = Literal["llm", "template"]
 # the checker's kinds are the runtime's error kinds where the meaning is the same
 _STEP_KINDS = {"unknown_module": "unknown_tool"}
+
+
+def model_and_image(
+    system: str, llm: LLM | None, ctx: ToolContext, inputs: Mapping[str, Value] | None
+) -> tuple[LLM, Image]:
+    """The model a one-image system runs on (its own, else the context's) and the input
+    'image'; ValueError naming the system when either is missing."""
+    model = llm or ctx.llm
+    if model is None:
+        raise ValueError(f"{system} has no LLM: pass llm= or set ToolContext.llm")
+    image = (inputs or {}).get("image")
+    if not isinstance(image, Image):
+        raise ValueError(f"{system} answers questions about one image: give the input 'image'")
+    return model, image
 
 
 def explanation_output(e: GroundedExplanation) -> dict[str, Any]:
@@ -78,13 +92,8 @@ class MulProgSystem:
         ctx: ToolContext | None = None,
     ) -> AgentResult:
         ctx = ctx or ToolContext()
-        model = self.llm or ctx.llm
-        if model is None:
-            raise ValueError("MulProg has no LLM: pass llm= or set ToolContext.llm")
-        given = dict(inputs or {})
-        if "image" not in given:
-            raise ValueError("MulProg answers questions about one image: give the input 'image'")
-        program_inputs: dict[str, Value] = {"IMAGE": given["image"]}
+        model, image = model_and_image(AGENT, self.llm, ctx, inputs)
+        program_inputs: dict[str, Value] = {"IMAGE": image}
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {n: encode_value(v, trace.images) for n, v in program_inputs.items()}
         ctx.trace_started(trace)
