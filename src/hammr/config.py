@@ -79,6 +79,18 @@ DEFAULTS: dict[str, Any] = {
     "images": {
         "max_pixels": 64_000_000,
     },
+    # the AVIS systems (--system avis / avis-autonomous)
+    "avis": {
+        # a transition graph file (TOML; `hammr avis graph` shows the bundled one)
+        "graph": "",
+        # a folder of images or a JSONL of {image, title, caption} for the image searches
+        "image_index": "",
+        "max_steps": 10,
+        "max_tries_per_state": 5,
+        "max_objects": 4,
+        # what the detector is asked for, comma-separated (default: its own classes)
+        "object_names": "",
+    },
     "tools": {
         "ocr": {"backend": "tesseract", "lang": "eng"},
     },
@@ -111,6 +123,9 @@ _LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
     "vlm.concurrency": (lambda v: v >= 1, "at least 1"),
     "vlm.max_tokens": (lambda v: v >= 1, "at least 1"),
     "images.max_pixels": (lambda v: v >= 1, "at least 1"),
+    "avis.max_steps": (lambda v: v >= 1, "at least 1"),
+    "avis.max_tries_per_state": (lambda v: v >= 1, "at least 1"),
+    "avis.max_objects": (lambda v: v >= 0, "0 or more"),
 }
 """The range of every numeric setting, as (test, what the message says it should be)."""
 

@@ -33,6 +33,8 @@ SystemFactory = Callable[[Workbench], System]
 FACTORIES: dict[str, str] = {
     "mulprog": "hammr.programs.system:mulprog_system",
     "mulprog-direct": "hammr.programs.direct:direct_system",
+    "avis": "hammr.avis.system:avis_system",
+    "avis-autonomous": "hammr.avis.system:autonomous_system",
 }
 """System name -> 'module:function' taking a :class:`Workbench`."""
 

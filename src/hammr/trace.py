@@ -15,6 +15,8 @@ Status = Literal[
 ]
 """'timeout': an evaluation's deadline ended the run (the trace holds what was done);
 'cancelled': a run inside it that was cut short with it."""
+Verdict = Literal["not_informative", "informative", "answerable"]
+"""An AVIS reasoner's label of one tool output (its paper's three)."""
 JSON = Any
 
 IMAGE_DIR = "images"
@@ -44,6 +46,10 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "object?": (lambda v: v is None or isinstance(v, dict), "an object or null"),
     "list": (lambda v: isinstance(v, list), "a list"),
     "status": (lambda v: v in get_args(Status), "one of " + ", ".join(get_args(Status))),
+    "verdict?": (
+        lambda v: v is None or v in get_args(Verdict),
+        "null or one of " + ", ".join(get_args(Verdict)),
+    ),
     "any": (lambda v: True, "any JSON value"),
 }
 
@@ -68,6 +74,13 @@ _STEP_FIELDS = {
     "forced": "bool",
     "router": "str?",
     "line": "int?",
+    "state": "str?",
+    "candidates": "list",
+    "verdict": "verdict?",
+    "extracted": "str?",
+    "reasoner": "str",
+    "backtrack": "bool",
+    "calls": "int?",
     "child": "object?",
 }
 _TRACE_FIELDS = {
@@ -175,6 +188,23 @@ class Step:
     line: int | None = None
     """The program line (0-based) this step ran, when a program made it (MulProg); its
     module is :attr:`tool` and the line's text :attr:`action`."""
+    state: str | None = None
+    """AVIS: the transition-graph state this step was planned at (``START`` or the action
+    whose state it is); set on every action step, so analyses find them by it."""
+    candidates: list[str] = field(default_factory=list)
+    """AVIS: the actions the planner could choose from (graph[state] minus those tried)."""
+    verdict: Verdict | None = None
+    """AVIS: the reasoner's label of this step's output."""
+    extracted: str | None = None
+    """AVIS: the answer the reasoner drew from the output, when it drew one."""
+    reasoner: str = ""
+    """AVIS: the reasoner's text exactly as returned."""
+    backtrack: bool = False
+    """AVIS: after this step the planner chose again at an earlier or the same state (the
+    output was not informative, or the state had nothing left to try)."""
+    calls: int | None = None
+    """Model calls this step made, where not one (AVIS: planner, object selector and
+    reasoner in one step); None counts as one, or none for a router's or a program's step."""
     child: Trace | None = None
 
     def to_dict(self) -> dict[str, JSON]:
@@ -224,7 +254,10 @@ class Trace:
     @property
     def llm_calls(self) -> int:
         # a router's decision and a program line are made by code, not by a model call
-        own = sum(1 for s in self.steps if s.router is None and s.line is None)
+        own = sum(
+            s.calls if s.calls is not None else int(s.router is None and s.line is None)
+            for s in self.steps
+        )
         return own + sum(s.child.llm_calls for s in self.steps if s.child)
 
     def errors(self) -> list[tuple[str, Step]]:
@@ -361,6 +394,8 @@ def format_trace(trace: Trace, width: int = 160) -> str:
             first = f"step {s.index + 1}"
             if s.router:
                 first += f"  [router: {s.router}]"
+            if s.state is not None:
+                first += f"  [at {s.state}; could do: {', '.join(s.candidates)}]"
             if s.thought:
                 first += f"  thought: {s.thought}"
             lines.append(prefix + branch + _clip(first, width))
@@ -373,6 +408,11 @@ def format_trace(trace: Trace, width: int = 160) -> str:
                 walk(s.child, sub + "  ")
             if s.observation:
                 lines.append(sub + _clip(f"observe: {s.observation}", width))
+            if s.verdict is not None:
+                said = s.verdict.replace("_", " ") + (f": {s.extracted}" if s.extracted else "")
+                lines.append(sub + _clip(f"reasoner: {said}", width))
+            if s.backtrack:
+                lines.append(sub + "↩ backtrack")
             if s.error_kind:
                 lines.append(sub + f"[{s.error_kind}]")
             if s.finish is not None:

@@ -329,6 +329,11 @@ class HaarDetector:
             f"min_neighbors={self.min_neighbors})"
         )
 
+    @property
+    def classes(self) -> list[str]:
+        """The fixed classes it finds (what AVIS's visual context asks it for)."""
+        return list(CASCADES)
+
     @staticmethod
     def knows(name: str) -> bool:
         return class_of(name) is not None

@@ -891,6 +891,326 @@
       explain ? renderExplanation(explain, geo) : null);
   }
 
+  // -- AVIS: the planner's choices on the transition graph, the reasoner's verdicts ---------
+
+  var VERDICTS = {
+    not_informative: { text: "not informative", cls: "not-informative" },
+    informative: { text: "informative", cls: "informative" },
+    answerable: { text: "answerable", cls: "answerable" },
+  };
+
+  /** A trace AVIS made: its action steps carry the graph state they were planned at. */
+  function isAvisTrace(t) {
+    return !!t && (String(t.agent || "").indexOf("AVIS") === 0 ||
+      (t.steps || []).some(function (st) { return typeof st.state === "string"; }));
+  }
+
+  function stepQuery(st) {
+    var a = st && st.arguments;
+    return a && typeof a.query === "string" ? a.query : null;
+  }
+
+  function hasText(x) { return typeof x === "string" && x.trim() !== ""; }
+  function isFinish(st) { return st.finish !== null && st.finish !== undefined; }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+
+  /** Per action step: the working memory (a stack of graph states) before and after it, and
+   * the actions already tried at its state. An informative output pushes its action's state;
+   * the next step's own `state` says where the planner went (a backtrack stays or pops). */
+  function avisFlow(actions) {
+    var stack = [], out = [];
+    function states() { return stack.map(function (e) { return e.state; }); }
+    function goTo(state) {
+      for (var j = stack.length - 1; j >= 0; j--) {
+        if (stack[j].state === state) { stack.length = j + 1; return; }
+      }
+      stack.push({ state: state, tried: [] });
+    }
+    actions.forEach(function (st, i) {
+      var state = typeof st.state === "string" ? st.state : "START";
+      if (!stack.length) stack.push({ state: state, tried: [] });
+      else goTo(state);
+      var top = stack[stack.length - 1], before = states();
+      var cands = Array.isArray(st.candidates) ? st.candidates.map(String) : [];
+      var tried = top.tried.filter(function (a, k, all) {
+        return a !== st.tool && cands.indexOf(a) < 0 && all.indexOf(a) === k;
+      });
+      if (st.tool) top.tried.push(st.tool);
+      var ended = isFinish(st);
+      if (!ended) {
+        if (st.verdict === "informative" && !st.backtrack && st.tool) stack.push({ state: st.tool, tried: [] });
+        var next = actions[i + 1];
+        if (next && typeof next.state === "string") goTo(next.state);
+      }
+      var after = states(), last = after[after.length - 1], change;
+      if (ended) change = st.verdict === "answerable" ? "answered" : "finished";
+      else if (after.length > before.length) change = "push " + last;
+      else if (after.length < before.length) change = "pop to " + last;
+      else if (last !== before[before.length - 1]) change = "move to " + last;
+      else change = st.backtrack ? "stay, choose again" : "stay";
+      out.push({ st: st, cands: cands, tried: tried, before: before, after: after, change: change, ended: ended });
+    });
+    return out;
+  }
+
+  function verdictBadge(v) {
+    var known = VERDICTS[v];
+    if (!known) return h("span", { class: "avis-verdict none" }, v ? String(v) : "no verdict");
+    return h("span", { class: "avis-verdict " + known.cls, "data-verdict": v }, known.text);
+  }
+
+  /** `#` in the knowledge sub-question, marked where the visual answer goes. */
+  function withHoles(text) {
+    var out = [];
+    String(text).split("#").forEach(function (piece, i) {
+      if (i) out.push(h("span", { class: "hole", title: "the visual answer goes here" }, "#"));
+      if (piece) out.push(piece);
+    });
+    return out;
+  }
+
+  /** The text with `mark` (case-insensitively) highlighted where it first occurs. */
+  function withMark(text, mark) {
+    text = String(text);
+    var at = hasText(mark) ? text.toLowerCase().indexOf(String(mark).toLowerCase()) : -1;
+    if (at < 0) return [text];
+    return [text.slice(0, at), h("mark", { class: "filled" }, text.slice(at, at + mark.length)), text.slice(at + mark.length)];
+  }
+
+  function renderAvisQuestions(decomp, visual, filled, geo, agent) {
+    var out = decomp && decomp.output && typeof decomp.output === "object" && !Array.isArray(decomp.output) ? decomp.output : {};
+    var vq = hasText(out.visual) ? out.visual : null, kq = hasText(out.knowledge) ? out.knowledge : null;
+    function line(cls, label, body, note) {
+      return h("div", { class: "avis-subq " + cls }, h("span", { class: "tag" }, label),
+        h("div", { class: "txt" }, body), note ? h("span", { class: "muted small note" }, note) : null);
+    }
+    var filledLine = null;
+    if (filled) {
+      filledLine = line("filled", "Filled", withMark(filled.text, visual ? visual.st.extracted : null),
+        filled.asked ? "asked at step #" + filled.step.index + " (" + (filled.step.tool || "?") + ")" : "not asked: the run ended first");
+    } else if (kq && kq.indexOf("#") >= 0) {
+      filledLine = line("filled pending", "Filled", h("span", { class: "muted" }, "no visual answer was found"));
+    }
+    return h("div", { class: "avis-questions" },
+      h("div", { class: "section-head" }, h("span", { class: "section-label" }, "Sub-questions"),
+        decomp && decomp.error_kind ? h("span", { class: "badge err" }, decomp.error_kind) : null),
+      line("visual", "Visual", vq || h("span", { class: "muted" }, "—")),
+      line("knowledge", "Knowledge", kq ? withHoles(kq) : h("span", { class: "muted" }, "—")),
+      filledLine,
+      visual ? h("div", { class: "muted small" }, "visual answer ", h("b", { class: "mono" }, visual.st.extracted),
+        " from step #" + visual.st.index + " (" + (visual.st.tool || "?") + ")") : null,
+      decomp ? h("details", { class: "line-more" }, h("summary", {}, "step details"), renderStep(decomp, geo, agent)) : null);
+  }
+
+  function entityChip(e) {
+    var name = null, score = null;
+    if (typeof e === "string") name = e;
+    else if (Array.isArray(e)) { name = e[0]; score = e[1]; }
+    else if (e && typeof e === "object") { name = e.$entity !== undefined ? e.$entity : e.name; score = e.score; }
+    if (name === null || name === undefined) return null;
+    return h("span", { class: "chip entity" }, h("b", {}, String(name)),
+      typeof score === "number" ? h("span", { class: "muted" }, " " + score.toFixed(2)) : null);
+  }
+
+  function renderAvisContext(st, geo, agent) {
+    var out = st.output && typeof st.output === "object" && !Array.isArray(st.output) ? st.output : {};
+    var objects = Array.isArray(out.objects) ? out.objects.filter(function (o) { return o && typeof o === "object"; }) : [];
+    var missing = Array.isArray(out.missing) ? out.missing.map(String) : [];
+    function name(o, i) { return "#" + (o.id !== undefined && o.id !== null ? o.id : i) + (hasText(o.region) ? " " + o.region : ""); }
+    var shapes = [];
+    objects.forEach(function (o, i) { if (validBox(o.box)) shapes.push({ xywh: o.box.$box, label: name(o, i) }); });
+    var fig = geo.root && shapes.length ? overlayFigure(geo.root, shapes, { width: 260, alt: "the objects on the image",
+      caption: plural(shapes.length, "object") + " on the image" }) : null;
+    var rows = objects.map(function (o, i) {
+      var ents = Array.isArray(o.entities) ? o.entities.map(entityChip) : [];
+      var text = Array.isArray(o.text) ? o.text.join(" · ") : (o.text == null ? "" : String(o.text));
+      return h("tr", { class: "avis-object", "data-object": o.id !== undefined ? o.id : i },
+        h("td", { class: "obj-id mono" }, "#" + (o.id !== undefined && o.id !== null ? o.id : i)),
+        h("td", { class: "obj-region" }, hasText(o.region) ? o.region : h("span", { class: "muted" }, "—"),
+          isImage(o.image) && Array.isArray(o.image.region) ? h("div", {}, overlayFigure(o.image, [], { width: 64, small: true, alt: "the object's crop" })) : null),
+        h("td", { class: "obj-caption" }, hasText(o.caption) ? o.caption : h("span", { class: "muted" }, "—")),
+        h("td", { class: "obj-entities" }, ents.filter(Boolean).length ? ents : h("span", { class: "muted" }, "—")),
+        h("td", { class: "obj-text mono" }, text ? text : h("span", { class: "muted" }, "—")));
+    });
+    var table = rows.length ? h("table", { class: "avis-objects" },
+      h("thead", {}, h("tr", {}, ["Object", "Region", "Caption", "Entities", "Text"].map(function (t) { return h("th", {}, t); }))),
+      h("tbody", {}, rows)) : h("p", { class: "muted small" }, "No objects.");
+    return h("div", { class: "avis-context" },
+      h("div", { class: "section-head" }, h("span", { class: "section-label" }, "Visual context"),
+        h("span", { class: "muted small" }, plural(objects.length, "object")),
+        missing.length ? h("span", { class: "avis-missing badge warn" }, "not available: " + missing.join(", ")) : null,
+        st.error_kind ? h("span", { class: "badge err" }, st.error_kind) : null),
+      h("div", { class: "avis-context-body" }, fig, table),
+      st.observation ? h("details", { class: "line-more" }, h("summary", {}, "as the planner reads it"), h("pre", { class: "txt obs" }, st.observation)) : null,
+      h("details", { class: "line-more" }, h("summary", {}, "step details"), renderStep(st, geo, agent)));
+  }
+
+  /** Long observations fold to their first line. */
+  function avisObservation(text) {
+    if (!text) return null;
+    var long = text.length > 280 || text.split("\n").length > 4;
+    if (!long) return h("pre", { class: "txt obs avis-obs" }, text);
+    return h("details", { class: "avis-obs long" },
+      h("summary", {}, h("span", { class: "obs-head mono" }, truncate(text.replace(/\s+/g, " "), 150)),
+        h("span", { class: "muted small" }, " " + text.length + " chars")),
+      h("pre", { class: "txt obs" }, text));
+  }
+
+  /** What an action's output shows beyond its text: its boxes on the question's image (an
+   * object_select's box), its images (the crop), its pages. */
+  function avisVisuals(st, geo) {
+    var boxes = [], imgs = [], pages = [], parts = [];
+    walkValues(st.output, function (x) {
+      if (validBox(x)) boxes.push(x);
+      else if (isImage(x)) imgs.push(x);
+      else if (isPage(x)) pages.push(x);
+    });
+    var obj = st.arguments && st.arguments.object;
+    if (boxes.length && geo.root) {
+      parts.push(overlayFigure(geo.root, boxes.map(function (b) {
+        return { xywh: b.$box, label: b.label ? boxLabel(b) : (obj !== undefined && obj !== null ? "object " + obj : "box") };
+      }), { width: 200, alt: "the selected object on the image",
+        caption: boxes.length === 1 ? "on the image" : boxes.length + " boxes on the image" }));
+    }
+    imgs.slice(0, 4).forEach(function (img) {
+      parts.push(overlayFigure(img, [], { width: 110, small: true, alt: "an image the action returned",
+        caption: Array.isArray(img.region) ? "crop " + (img.size ? img.size[0] + "×" + img.size[1] : "") : (img.size ? img.size[0] + "×" + img.size[1] : "") }));
+    });
+    pages.slice(0, 6).forEach(function (p) { parts.push(renderValue(p, geo)); });
+    return parts.length ? h("div", { class: "figrow avis-visuals" }, parts) : null;
+  }
+
+  function memoryChips(states, fresh) {
+    return h("span", { class: "avis-stack" }, states.map(function (x, i) {
+      return [i ? h("span", { class: "sep" }, "›") : null,
+        h("span", { class: "mem" + (fresh && i === states.length - 1 ? " fresh" : "") }, x)];
+    }));
+  }
+
+  function renderAvisStep(rec, geo, agent, phase) {
+    var st = rec.st, q = stepQuery(st), args = st.arguments || {};
+    var chips = rec.cands.map(function (a) {
+      return h("span", { class: "avis-cand" + (a === st.tool ? " chosen" : ""), title: a === st.tool ? "chosen" : "offered" }, a);
+    });
+    if (st.tool && rec.cands.indexOf(st.tool) < 0) {
+      chips.push(h("span", { class: "avis-cand chosen off-graph", title: "chosen, though not among the candidates" }, st.tool));
+    }
+    rec.tried.forEach(function (a) {
+      chips.push(h("span", { class: "avis-cand tried", title: "tried before at this state" }, a));
+    });
+    var pushed = rec.change.indexOf("push") === 0;
+    var ext = hasText(st.extracted) ? st.extracted : null;
+    var head = h("div", { class: "avis-head" },
+      h("span", { class: "step-no" }, "#" + st.index),
+      h("span", { class: "avis-at" }, "at ", h("span", { class: "mem state" }, st.state || "START")),
+      h("span", { class: "avis-arrow" }, "→"),
+      h("span", { class: "tool mono" }, st.tool || "?"),
+      verdictBadge(st.verdict),
+      st.backtrack ? h("span", { class: "backtrack-mark", title: "the planner chose again at an earlier or the same state" }, "↩ backtrack") : null,
+      st.error_kind ? h("span", { class: "badge err" }, st.error_kind) : null,
+      h("span", { class: "phase muted small" }, phase + " phase"),
+      h("span", { class: "grow" }),
+      h("span", { class: "metric", title: "model calls in this step" }, plural(typeof st.calls === "number" ? st.calls : 1, "call")),
+      h("span", { class: "metric", title: "LLM latency" }, "llm " + secs(st.llm_latency_s)),
+      h("span", { class: "metric", title: "tool latency" }, "tool " + secs(st.tool_latency_s)));
+    var plan = h("div", { class: "avis-col avis-plan" },
+      h("div", { class: "col-label" }, "Candidates"),
+      h("div", { class: "avis-cands" }, chips.length ? chips : h("span", { class: "muted small" }, "none recorded")));
+    var act = h("div", { class: "avis-col avis-act" },
+      h("div", { class: "col-label" }, "Action"),
+      h("div", { class: "avis-call" }, h("b", { class: "mono" }, st.tool || "?"),
+        q !== null ? h("span", { class: "avis-query" }, q) : null,
+        args.object !== undefined && args.object !== null ? h("span", { class: "chip" }, "object " + String(args.object)) : null),
+      st.error ? h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, st.error)) : null,
+      avisVisuals(st, geo),
+      avisObservation(st.observation));
+    var reason = h("div", { class: "avis-col avis-reason" },
+      h("div", { class: "col-label" }, "Reasoner"),
+      h("div", { class: "avis-verdict-line" }, verdictBadge(st.verdict),
+        st.backtrack ? h("span", { class: "backtrack-mark" }, "↩ backtrack") : null),
+      ext ? h("div", { class: "avis-extracted" }, h("span", { class: "muted small" }, "extracted "), h("b", { class: "mono" }, ext)) : null,
+      hasText(st.reasoner) ? h("details", { class: "avis-reasoner" },
+        h("summary", {}, "reasoner's text ", h("span", { class: "muted" }, truncate(st.reasoner.replace(/\s+/g, " "), 70))),
+        h("pre", { class: "txt" }, st.reasoner)) : null,
+      h("div", { class: "avis-memory" }, h("span", { class: "muted small" }, "memory "), memoryChips(rec.after, pushed),
+        h("span", { class: "change " + rec.change.split(" ")[0] }, rec.change)));
+    var cls = "avis-step" + (st.backtrack ? " backtracked" : "") + (st.error_kind ? " has-error" : "") +
+      (st.verdict && VERDICTS[st.verdict] ? " v-" + VERDICTS[st.verdict].cls : "") + (rec.ended ? " final" : "");
+    return h("div", { class: cls, "data-step": st.index, "data-state": st.state || "", "data-tool": st.tool || "", "data-phase": phase },
+      head, h("div", { class: "avis-grid" }, plan, act, reason),
+      rec.ended ? h("div", { class: "avis-ends" }, "the run ends here: ", h("b", { class: "mono" }, String(st.finish))) : null,
+      h("details", { class: "line-more" }, h("summary", {}, "step details"), renderStep(st, geo, agent)));
+  }
+
+  function renderAvisAnswer(st, geo, agent) {
+    var forced = !!st.forced;
+    return h("div", { class: "avis-step avis-answer" + (forced ? " forced" : ""), "data-step": st.index, "data-tool": "ANSWER" },
+      h("div", { class: "avis-head" }, h("span", { class: "step-no" }, "#" + st.index),
+        h("span", { class: "tool mono" }, "ANSWER"),
+        forced ? h("span", { class: "badge warn" }, "forced") : null,
+        st.error_kind ? h("span", { class: "badge err" }, st.error_kind) : null,
+        h("span", { class: "grow" }),
+        h("span", { class: "metric" }, "llm " + secs(st.llm_latency_s))),
+      h("div", { class: "avis-answer-body" },
+        h("div", { class: "avis-forced-note" }, forced ? "answered from the best evidence (every path exhausted / budget spent)" : "answered"),
+        isFinish(st) ? h("div", { class: "avis-extracted" }, h("span", { class: "muted small" }, "answer "), h("b", { class: "mono" }, String(st.finish))) : null,
+        st.error ? h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, st.error)) : null,
+        avisObservation(st.observation),
+        hasText(st.reasoner) ? h("details", { class: "avis-reasoner" }, h("summary", {}, "reasoner's text"), h("pre", { class: "txt" }, st.reasoner)) : null),
+      h("details", { class: "line-more" }, h("summary", {}, "step details"), renderStep(st, geo, agent)));
+  }
+
+  function renderAvis(t, geo) {
+    var steps = t.steps || [], decomp = null, context = null, actions = [], answer = null, others = [];
+    steps.forEach(function (st) {
+      if (st.tool === "ANSWER") answer = st;
+      else if (typeof st.state === "string") actions.push(st);
+      else if (st.tool === "DECOMPOSE" && !decomp) decomp = st;
+      else if (st.tool === "CONTEXT" && !context) context = st;
+      else others.push(st);
+    });
+    var flow = avisFlow(actions);
+    // the visual phase ends at the first answer the reasoner drew; the next query is the
+    // knowledge sub-question with that answer in place of '#'
+    var vi = -1;
+    flow.forEach(function (r, i) { if (vi < 0 && hasText(r.st.extracted) && r.st.verdict !== "not_informative") vi = i; });
+    var visual = vi >= 0 ? flow[vi] : null, filled = null;
+    var kq = decomp && decomp.output && typeof decomp.output === "object" ? decomp.output.knowledge : null;
+    if (visual) {
+      var nextQ = null;
+      for (var k = vi + 1; k < flow.length && nextQ === null; k++) if (stepQuery(flow[k].st) !== null) nextQ = flow[k];
+      if (nextQ) filled = { text: stepQuery(nextQ.st), asked: true, step: nextQ.st };
+      else if (hasText(kq) && kq.indexOf("#") >= 0) filled = { text: kq.split("#").join(visual.st.extracted), asked: false };
+    }
+    var counts = { not_informative: 0, informative: 0, answerable: 0 }, backs = 0, calls = 0;
+    actions.forEach(function (st) {
+      if (counts[st.verdict] !== undefined) counts[st.verdict] += 1;
+      if (st.backtrack) backs += 1;
+      calls += typeof st.calls === "number" ? st.calls : 1;
+    });
+    var rows = flow.map(function (r, i) { return renderAvisStep(r, geo, t.agent, visual === null || i <= vi ? "visual" : "knowledge"); });
+    if (answer) rows.push(renderAvisAnswer(answer, geo, t.agent));
+    var ender = answer || (flow.length && flow[flow.length - 1].ended ? flow[flow.length - 1].st : null);
+    var final = t.answer != null ? String(t.answer) : (ender && isFinish(ender) ? String(ender.finish) : null);
+    var how = !ender ? "the run ended without an answer (" + (t.status || "?") + ")"
+      : ender.tool === "ANSWER" ? (ender.forced ? "answered from the best evidence (every path exhausted / budget spent)" : "answered at step #" + ender.index)
+        : "answerable at step #" + ender.index + " (" + (ender.tool || "?") + ")";
+    return h("div", { class: "avis" },
+      renderAvisQuestions(decomp, visual, filled, geo, t.agent),
+      context ? renderAvisContext(context, geo, t.agent) : null,
+      h("div", { class: "avis-actions" },
+        h("div", { class: "section-head" }, h("span", { class: "section-label" }, "Plan, act, reason"),
+          h("span", { class: "muted small" }, plural(actions.length, "action") + " · " + plural(backs, "backtrack") + " · " +
+            counts.not_informative + " not informative, " + counts.informative + " informative, " + counts.answerable + " answerable · " +
+            plural(calls, "model call"))),
+        rows.length ? h("div", { class: "avis-steps" }, rows) : h("p", { class: "muted small" }, "No actions were taken.")),
+      others.length ? h("div", { class: "steps" }, others.map(function (st) { return renderStep(st, geo, t.agent); })) : null,
+      h("div", { class: "avis-final" + (final === null ? " none" : "") },
+        h("span", { class: "section-label" }, "Answer"),
+        h("b", { class: "mono avis-final-answer" }, final === null ? "—" : final),
+        h("span", { class: "muted small avis-final-how" }, how)));
+  }
+
   function renderTrace(t, geo, top) {
     var steps = t.steps || [];
     var status = t.status || "";
@@ -908,7 +1228,8 @@
     }
     if (t.error) add(block, h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, t.error)));
     add(block, isProgramTrace(t) ? renderProgram(t, geo)
-      : h("div", { class: "steps" }, steps.map(function (st) { return renderStep(st, geo, t.agent); })));
+      : isAvisTrace(t) ? renderAvis(t, geo)
+        : h("div", { class: "steps" }, steps.map(function (st) { return renderStep(st, geo, t.agent); })));
     return block;
   }
 
