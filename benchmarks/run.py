@@ -12,6 +12,7 @@
 .venv/bin/python benchmarks/run.py ray        # (i) eval on 1, 2, 4 Ray workers, ~30 s
 .venv/bin/python benchmarks/run.py shuffle    # (j) explanation metrics vs shuffled words, ~4 s
 .venv/bin/python benchmarks/run.py mulprog    # (k) MulProg vs HAMMR on SmolLM2, demo suite, ~5 min
+.venv/bin/python benchmarks/run.py avis       # (l) AVIS vs autonomous: planner prompts, calls, ~1 min
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 import agent_prompts
+import avis_planner
 import eval_throughput
 import explanation_shuffle
 import grammar_wellformed
@@ -56,6 +58,7 @@ def main(argv: list[str]) -> None:
         "ray",
         "shuffle",
         "mulprog",
+        "avis",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -188,6 +191,18 @@ def main(argv: list[str]) -> None:
                 "(k) MulProg vs HAMMR on the embedded SmolLM2, offline, the demo suite "
                 "(one question per type; a measurement, not a target)",
                 mulprog_programs.COLUMNS,
+                rows,
+            )
+        )
+
+    if "avis" in which:
+        rows = avis_planner.run()
+        console.print(
+            table(
+                "(l) AVIS vs avis-autonomous on the 8 encyclopedic demo questions: one scripted "
+                "policy for both (phase-aware, or uniform over what is offered, 5 seeds), real "
+                "offline tools; planner prompts in SmolLM2 tokens",
+                avis_planner.COLUMNS,
                 rows,
             )
         )

@@ -524,3 +524,39 @@ async def test_a_missing_capability_is_a_step_error_and_a_backtrack() -> None:
     assert second.error_kind == "capability_missing" and "image_index" in (second.error or "")
     assert first.backtrack and second.backtrack
     assert result.trace.steps[-1].forced
+
+
+async def test_a_library_tool_as_a_custom_action_of_the_graph(tmp_path: Path) -> None:
+    """`[actions.read_text] tool = "OCR"`: the planner may choose it like a built-in, and it
+    runs the library's OCR (tesseract) on the object in focus."""
+    from hammr.avis.graph import load_graph
+
+    graph_file = tmp_path / "graph.toml"
+    graph_file.write_text(
+        '[edges]\nSTART = ["read_text", "vqa"]\nread_text = ["llm_qa"]\n'
+        '[actions.read_text]\ntool = "OCR"\ndescription = "Read the printed text."\n'
+    )
+    graph = load_graph(graph_file, [t.name for t in builtin_tools()])
+    policy = AvisPolicy(
+        {
+            "decompose": ["Visual: what does the sign say?\nKnowledge: #"],
+            "plan": [lambda p: plan("read_text", "what does the sign say?")],
+            "reason": [
+                lambda p: verdict("answerable", "OPEN") if "OPEN" in p else verdict("informative")
+            ],
+        }
+    )
+    sign = PILImage.new("RGB", (360, 120), "white")
+    from PIL import ImageDraw, ImageFont
+
+    ImageDraw.Draw(sign).text((40, 30), "OPEN", fill="black", font=ImageFont.load_default(60))
+    system = make_system(None, graph=graph)
+    result = await system.run(
+        "What does the sign say?", {"image": Image(sign)}, ctx=context(policy.llm())
+    )
+    (step,) = action_steps(result.trace)
+    assert step.tool == "read_text" and step.candidates == ["read_text", "vqa"]
+    assert "description" not in offered(policy.prompts("plan")[0])
+    assert "- read_text: Read the printed text." in policy.prompts("plan")[0]
+    assert step.observation.startswith("OCR: ") and "OPEN" in step.observation
+    assert result.answer == "OPEN"

@@ -42,6 +42,8 @@ def touch(path: Path) -> Path:
 
 def test_registry_names_and_schema_notes() -> None:
     assert set(ADAPTERS) == {
+        "infoseek",
+        "okvqa",
         "gqa",
         "textvqa",
         "tallyqa",

@@ -771,6 +771,7 @@ def test_get_metric_names() -> None:
     assert sorted(METRICS) == [
         "encvqa",
         "exact_match",
+        "infoseek",
         "multiple_choice",
         "textvqa_accuracy",
         "vqa_accuracy",
@@ -780,7 +781,7 @@ def test_get_metric_names() -> None:
 
 
 def test_get_metric_unknown_name_lists_the_names() -> None:
-    names = "encvqa, exact_match, multiple_choice, textvqa_accuracy, vqa_accuracy"
+    names = "encvqa, exact_match, infoseek, multiple_choice, textvqa_accuracy, vqa_accuracy"
     with pytest.raises(ValueError, match=names):
         get_metric("bleu")
 

@@ -83,7 +83,7 @@ def _touch_images(pairs: list[tuple[SuiteEntry, Sample]]) -> None:
 
 
 def test_bundled_suites() -> None:
-    assert available_suites() == ["demo", "generic-vqa", "mevqa", "muse-mc"]
+    assert available_suites() == ["avis", "demo", "generic-vqa", "mevqa", "muse-mc"]
     generic = load_suite("generic-vqa")
     assert generic.name == "generic-vqa"
     assert len(generic.entries) == 8
@@ -260,7 +260,7 @@ def test_malformed_suites(tmp_path: Path, body: str, message: str) -> None:
 
 def test_unknown_suite_and_entry() -> None:
     with pytest.raises(
-        SuiteError, match="unknown suite 'nope'; bundled: demo, generic-vqa, mevqa, muse-mc"
+        SuiteError, match="unknown suite 'nope'; bundled: avis, demo, generic-vqa, mevqa, muse-mc"
     ):
         load_suite("nope")
     with pytest.raises(SuiteError, match="does not exist"):

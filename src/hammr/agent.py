@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
@@ -67,6 +68,21 @@ def mark_cancelled(trace: Trace) -> None:
     where = f" in step {last.index + 1}" if last is not None else " before its first step"
     doing = f" ({last.action})" if last is not None and last.action else ""
     trace.error = f"cancelled{where}{doing}"
+
+
+@contextmanager
+def traced(trace: Trace, ctx: ToolContext) -> Iterator[Trace]:
+    """The frame of a system's run: the trace is announced (``ctx.on_trace``) before the run
+    begins, marked cancelled if the run is cut short, and timed into ``trace.latency_s``."""
+    ctx.trace_started(trace)
+    started = time.perf_counter()
+    try:
+        yield trace
+    except asyncio.CancelledError:
+        mark_cancelled(trace)
+        raise
+    finally:
+        trace.latency_s = time.perf_counter() - started
 
 
 def observation_for(var: str, value: Value, result: ToolResult) -> str:

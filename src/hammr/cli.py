@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from hammr.avis.avis_cli import avis
 from hammr.backends.kb.kb_cli import kb
 from hammr.backends.llm.base import LLMError, run_sync
 from hammr.cli_common import config_option, fail
@@ -458,6 +459,7 @@ main.add_command(runs_cmd)
 main.add_command(errors_cmd)
 main.add_command(explain_cmd)
 main.add_command(view_cmd)
+main.add_command(avis)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,13 +29,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from hammr.agents.spec import SpecError
+
 START = "START"
 Phase = Literal["visual", "knowledge"]
 PHASES: tuple[Phase, ...] = ("visual", "knowledge")
 
 
-class GraphError(ValueError):
-    """A graph file is wrong; the message names the file and the key."""
+class GraphError(SpecError):
+    """A graph file is wrong; the message names the file and the key (a SpecError, so the
+    commands that build systems report it as the configuration mistake it is)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from hammr.values import Image
 
 
 def _hits_json(hits: list[ImageHit]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in asdict(h).items() if v is not None} for h in hits]
+    rows = [{k: v for k, v in asdict(h).items() if v is not None} for h in hits]
+    return [{**r, "image_path": str(r["image_path"])} for r in rows]
 
 
 class IndexSearch:

@@ -20,14 +20,13 @@ when it is the answer), else one model call over everything found.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hammr.agent import AgentResult, mark_cancelled
+from hammr.agent import AgentResult, traced
 from hammr.avis.actions import ActionInput, ActionOutcome, ActionRunner, ImageSearch
 from hammr.avis.context import VisualContext, VisualObject, build_context
 from hammr.avis.graph import START, Phase, TransitionGraph
@@ -125,25 +124,19 @@ class AvisSystem:
         model, image = model_and_image(AGENT, self.llm, ctx, inputs)
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {"image": encode_value(image, trace.images)}
-        ctx.trace_started(trace)
-        started = time.perf_counter()
-        try:
-            decomposition = await self._decompose(question, model, trace, ctx)
-            context = await self._context(image, trace, ctx)
-            run = _Run(self, question, decomposition, context, model, trace, ctx)
-            answer = await run.search()
+        with traced(trace, ctx):
+            try:
+                decomposition = await self._decompose(question, model, trace, ctx)
+                context = await self._context(image, trace, ctx)
+                run = _Run(self, question, decomposition, context, model, trace, ctx)
+                answer = await run.search()
+            except LLMError as e:
+                if trace.steps and trace.steps[-1].error_kind is None:
+                    trace.steps[-1].error_kind, trace.steps[-1].error = "llm_failure", str(e)
+                trace.status, trace.error = "llm_failure", str(e)
+                return AgentResult(None, trace)
             trace.answer, trace.status = answer, "finished"
             return AgentResult(answer, trace)
-        except LLMError as e:
-            if trace.steps and trace.steps[-1].error_kind is None:
-                trace.steps[-1].error_kind, trace.steps[-1].error = "llm_failure", str(e)
-            trace.status, trace.error = "llm_failure", str(e)
-            return AgentResult(None, trace)
-        except asyncio.CancelledError:
-            mark_cancelled(trace)
-            raise
-        finally:
-            trace.latency_s = time.perf_counter() - started
 
     async def _decompose(
         self, question: str, model: LLM, trace: Trace, ctx: ToolContext

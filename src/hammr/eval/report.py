@@ -1,5 +1,11 @@
 """The paper-style results table of one or more stored runs: a row per question type (and
-dataset), the macro average, a column per run, each cell 'score ±CI' in percent.
+dataset), the suite's aggregates, the macro average, a column per run, each cell 'score ±CI' in
+percent.
+
+An aggregate is a ``[[aggregate]]`` table of the suite a run was made with (read again from the
+suite named in the run's settings; a suite that can no longer be read gives none): one number
+computed from several entries' accuracies, e.g. Infoseek's final score, the harmonic mean of
+its two splits. Its interval is a stratified bootstrap: every entry is resampled on its own.
 
 Everything is computed from the scores sorted by (dataset, sample id), so a run that was
 interrupted and resumed gives exactly the table of one that ran in one go.
@@ -10,12 +16,15 @@ from __future__ import annotations
 import csv
 import html
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hammr.eval.store import FAILED_STATUSES, RunInfo, RunStore, ScoreRow, StoreError
 from hammr.eval.types import QUESTION_TYPES
+
+if TYPE_CHECKING:
+    from hammr.eval.suites import SuiteAggregate
 
 Format = Literal["markdown", "csv", "html"]
 FORMATS: tuple[Format, ...] = ("markdown", "csv", "html")
@@ -52,6 +61,21 @@ class ReportRow:
         return self.question_type or self.dataset
 
 
+@dataclass(frozen=True)
+class AggregateRow:
+    """One ``[[aggregate]]`` of the runs' suites: ``function`` of the ``entries``' accuracies."""
+
+    name: str
+    function: str
+    entries: tuple[str, ...]
+    cells: tuple[Cell | None, ...]
+    """One per run (None: the run's suite has no such aggregate, or an entry has no sample)."""
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
 @dataclass
 class Report:
     runs: list[RunInfo]
@@ -59,6 +83,7 @@ class Report:
     macro: tuple[Cell | None, ...]
     footnotes: list[str] = field(default_factory=list)
     ci_samples: int = 1000
+    aggregates: list[AggregateRow] = field(default_factory=list)
 
     def render(self, fmt: Format = "markdown") -> str:
         if fmt == "csv":
@@ -85,6 +110,83 @@ def _counts(values: Sequence[str]) -> str:
     return ", ".join(f"{k} ({n})" for k, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def suite_aggregates(info: RunInfo) -> tuple[SuiteAggregate, ...]:
+    """The ``[[aggregate]]`` tables of the suite ``info`` was run with (the suite as the run's
+    settings name it, else the run's suite label); none when it cannot be read now."""
+    from hammr.eval.suites import SuiteError, load_suite
+
+    name = info.settings.get("suite") or info.suite
+    if not isinstance(name, str) or not name:
+        return ()
+    try:
+        return load_suite(name).aggregates
+    except (SuiteError, OSError):
+        return ()
+
+
+def aggregate_cell(
+    parts: Sequence[Sequence[float]],
+    function: Callable[[Sequence[float]], float],
+    *,
+    samples: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> Cell:
+    """``function`` of the parts' mean scores, with a stratified percentile-bootstrap interval:
+    each replicate resamples every part on its own (at its own size) and applies ``function``
+    to their means. Constant parts give the degenerate interval."""
+    import numpy as np
+
+    from hammr.eval.stats import _resampled_means
+
+    if not parts or any(len(p) == 0 for p in parts):
+        raise ValueError("an aggregate needs at least one score in every part")
+    value = function([sum(p) / len(p) for p in parts])
+    n = sum(len(p) for p in parts)
+    arrays = [np.asarray(p, dtype=np.float64) for p in parts]
+    if all(np.ptp(a) == 0 for a in arrays):
+        return Cell(value, value, value, n)
+    rng = np.random.default_rng(seed)
+    replicates = [_resampled_means(a, samples, rng) for a in arrays]
+    values = np.array([function([float(r[i]) for r in replicates]) for i in range(samples)])
+    low, high = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+    return Cell(value, float(low), float(high), n)
+
+
+def _aggregate_rows(
+    infos: Sequence[RunInfo],
+    scores: Sequence[dict[str, list[float]]],
+    *,
+    samples: int,
+    seed: int,
+) -> tuple[list[AggregateRow], list[str]]:
+    """One row per aggregate name of the runs' suites (first seen first) and their footnotes."""
+    from hammr.eval.metrics import get_aggregate
+
+    per_run = [{a.name: a for a in suite_aggregates(info)} for info in infos]
+    names = list(dict.fromkeys(name for found in per_run for name in found))
+    rows: list[AggregateRow] = []
+    notes: list[str] = []
+    for name in names:
+        first = next(found[name] for found in per_run if name in found)
+        cells: list[Cell | None] = []
+        for found, by_entry in zip(per_run, scores, strict=True):
+            agg = found.get(name)
+            if agg is None or any(not by_entry.get(e) for e in agg.entries):
+                cells.append(None)
+                continue
+            parts = [by_entry[e] for e in agg.entries]
+            fn = get_aggregate(agg.function)
+            cells.append(aggregate_cell(parts, fn, samples=samples, seed=seed))
+        rows.append(AggregateRow(name, first.function, first.entries, tuple(cells)))
+        what = first.description or f"{first.function} of the entries' accuracies"
+        notes.append(
+            f"{name}: {what}, over {', '.join(first.entries)}; its interval resamples each "
+            "entry on its own."
+        )
+    return rows, notes
+
+
 def build_report(
     store: RunStore, runs: Sequence[str], *, samples: int = 1000, seed: int = 0
 ) -> Report:
@@ -95,15 +197,19 @@ def build_report(
         raise StoreError("name at least one run (see `hammr runs`)")
     infos: list[RunInfo] = []
     per_run: list[dict[tuple[str, str], list[ScoreRow]]] = []
+    per_entry: list[dict[str, list[float]]] = []
     for name in runs:
         info = store.run_info(name)
         if info is None:
             raise StoreError(store.unknown_run_message(name))
         infos.append(info)
         groups: dict[tuple[str, str], list[ScoreRow]] = {}
+        by_entry: dict[str, list[float]] = {}
         for r in store.score_rows(name):
             groups.setdefault((r.question_type, r.dataset), []).append(r)
+            by_entry.setdefault(r.dataset, []).append(r.score)
         per_run.append(groups)
+        per_entry.append(by_entry)
 
     keys = sorted({k for g in per_run for k in g}, key=_row_order)
     rows: list[ReportRow] = []
@@ -145,7 +251,9 @@ def build_report(
         failed = [r.status for r in everything if r.status in FAILED_STATUSES]
         if failed:
             notes.append(f"{info.name}: {_counts(failed)} counted as wrong.")
-    return Report(infos, rows, tuple(macro), notes, samples)
+    aggregates, aggregate_notes = _aggregate_rows(infos, per_entry, samples=samples, seed=seed)
+    notes += aggregate_notes
+    return Report(infos, rows, tuple(macro), notes, samples, aggregates)
 
 
 def _header(report: Report) -> list[str]:
@@ -169,6 +277,7 @@ def render_markdown(report: Report) -> str:
     body = [
         ["*system · suite*", *_subheader(report)],
         *([row.label, *_texts(row.cells)] for row in report.rows),
+        *([agg.label, *_texts(agg.cells)] for agg in report.aggregates),
         ["**Macro average**", *(f"**{t}**" if t != "–" else t for t in _texts(report.macro))],
         ["*samples*", *_totals(report)],
     ]
@@ -206,6 +315,8 @@ def render_csv(report: Report) -> str:
 
     for row in report.rows:
         w.writerow([row.label, row.question_type, row.dataset, *cells(row.cells)])
+    for agg in report.aggregates:
+        w.writerow([agg.label, "", " + ".join(agg.entries), *cells(agg.cells)])
     w.writerow(["macro average", "", "", *cells(report.macro)])
     return buf.getvalue()
 
@@ -221,7 +332,8 @@ def render_html(report: Report) -> str:
         f"<thead><tr><th></th>{head}</tr></thead>",
         "<tbody>",
     ]
-    for row in report.rows:
+    labelled: list[ReportRow | AggregateRow] = [*report.rows, *report.aggregates]
+    for row in labelled:
         tds = "".join(f"<td>{e(t)}</td>" for t in _texts(row.cells))
         lines.append(f"<tr><th>{e(row.label)}</th>{tds}</tr>")
     tds = "".join(f"<td><b>{e(t)}</b></td>" for t in _texts(report.macro))

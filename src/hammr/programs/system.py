@@ -10,12 +10,11 @@ like any other trace.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from hammr.agent import AgentResult, mark_cancelled
+from hammr.agent import AgentResult, traced
 from hammr.backends.llm.base import LLM, LLMError
 from hammr.eval.metrics.explanation import GroundedExplanation
 from hammr.programs.checks import compile_program
@@ -96,9 +95,7 @@ class MulProgSystem:
         program_inputs: dict[str, Value] = {"IMAGE": image}
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {n: encode_value(v, trace.images) for n, v in program_inputs.items()}
-        ctx.trace_started(trace)
-        started = time.perf_counter()
-        try:
+        with traced(trace, ctx):
             program = await self._plan(question, model, trace, ctx)
             if program is None:
                 return AgentResult(None, trace)
@@ -110,11 +107,6 @@ class MulProgSystem:
             await self._explain(question, run.answer, model, trace, ctx)
             trace.answer, trace.status = run.answer, "finished"
             return AgentResult(run.answer, trace)
-        except asyncio.CancelledError:
-            mark_cancelled(trace)
-            raise
-        finally:
-            trace.latency_s = time.perf_counter() - started
 
     async def _plan(
         self, question: str, model: LLM, trace: Trace, ctx: ToolContext

@@ -10,6 +10,11 @@ The viewer's ``index.html`` with ``style.css`` and ``app.js`` inlined, and the r
 
 The front end uses this block instead of fetching when it is present. Nothing in the file
 refers to another file or to the network.
+
+When runs hold AVIS traces, an "AVIS analyses" section (:func:`avis_section`: per run the
+charts of :mod:`hammr.avis.charts` inlined as data: URIs, and their counts) follows the
+viewer's ``<main>``, drawn here on the server side, so that runs under different transition
+graphs can be compared in one file.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hammr.eval.store import RunStore, StoreError
-from hammr.trace import image_refs
+from hammr.trace import Trace, image_refs
 from hammr.web.api import Api, read_static, record_dict
 
 DATA_ID = "hammr-data"
@@ -88,9 +93,50 @@ def _static_text(name: str) -> str | None:
     return body.decode("utf-8") if body is not None else None
 
 
+def avis_section(data: dict[str, Any]) -> str:
+    """The "AVIS analyses" block of a report's ``data``: per run that holds AVIS traces, its
+    charts and counts (every sample, successful or not); ``""`` when no run holds any."""
+    from hammr.avis.analyses import analyze_scored, is_avis_document
+
+    found: list[tuple[str, list[tuple[Trace | None, float | None]]]] = []
+    for run, items in data.get("samples", {}).items():
+        pairs: list[tuple[Trace | None, float | None]] = []
+        for item in items:
+            doc = item.get("trace")
+            trace = Trace.from_dict(doc) if is_avis_document(doc) else None
+            pairs.append((trace, item.get("score")))
+        if any(t is not None for t, _ in pairs):
+            found.append((run, pairs))
+    if not found:
+        return ""
+    from hammr.avis.charts import CSS, chart_pngs, comparison_html, section_html
+
+    parts = [
+        '<section id="avis-analyses" class="app">',
+        f"<style>{CSS}</style>",
+        f'<details open class="avis-analysis"><summary><strong>AVIS analyses</strong> '
+        f"({len(found)} run{'s' if len(found) > 1 else ''} with AVIS traces)</summary>",
+    ]
+    analyses = [analyze_scored(pairs, label=run) for run, pairs in found]
+    if len(analyses) > 1:
+        parts.append(comparison_html(analyses))
+    parts += [section_html(a, chart_pngs(a)) for a in analyses]
+    parts += ["</details>", "</section>"]
+    return "\n".join(parts)
+
+
 def render_html(data: dict[str, Any], *, title: str | None = None) -> str:
-    """The single-file viewer holding ``data``."""
+    """The single-file viewer holding ``data`` (with :func:`avis_section` after its
+    ``<main>`` when the runs hold AVIS traces)."""
     page = _static_text("index.html") or _FALLBACK_INDEX
+    avis = avis_section(data)
+    if avis:
+        at = page.lower().find("</main>")
+        if at >= 0:
+            at += len("</main>")
+            page = page[:at] + "\n" + avis + page[at:]
+        else:
+            page = _insert_before(page, "</body>", avis)
     css = _static_text("style.css") or ""
     js = _static_text("app.js") or ""
     data_block = f'<script type="application/json" id="{DATA_ID}">{_json_for_script(data)}</script>'

@@ -20,10 +20,12 @@ from hammr.eval.datasets import (
     encvqa,
     gqa,
     hrbench,
+    infoseek,
     jsonl,
     mevqa,
     mme_realworld,
     nlvr2,
+    okvqa,
     pointqa,
     tallyqa,
     textvqa,
@@ -70,6 +72,8 @@ ADAPTERS: dict[str, Adapter] = {
         mme_realworld.ADAPTER,
         zoombench.ADAPTER,
         mevqa.ADAPTER,
+        infoseek.ADAPTER,
+        okvqa.ADAPTER,
         jsonl.ADAPTER,
     )
 }

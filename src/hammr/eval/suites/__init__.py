@@ -15,9 +15,16 @@ A suite is a TOML file::
     images = "gqa/images"             # optional, relative to the data folder
     options = { }                     # optional, the adapter's own options
 
+    [[aggregate]]                     # optional: one number from several entries' accuracies
+    name = "infoseek_final"           # the report's row label
+    function = "infoseek"             # a name in hammr.eval.metrics.AGGREGATES
+    entries = ["infoseek_unseen_question", "infoseek_unseen_entity"]
+    description = "..."               # optional, the report's footnote
+
 The bundled suites are ``generic-vqa`` (HAMMR's eight question types, its Table 2),
 ``muse-mc`` (MuSEAgent's four multiple-choice benchmarks), ``mevqa`` (MEVQA's test split, whose
-reference explanations ``hammr explain`` scores) and ``demo``; ``load_suite`` also takes a path
+reference explanations ``hammr explain`` scores), ``avis`` (Infoseek and OK-VQA, AVIS's
+benchmarks) and ``demo``; ``load_suite`` also takes a path
 to a TOML file of one's own. Paths in a suite are relative to the data folder given to
 ``Suite.samples``; each entry's comment says what the official download is and where it goes.
 
@@ -45,9 +52,11 @@ from hammr.eval.datasets import (
 from hammr.eval.types import Sample
 
 __all__ = [
+    "AGGREGATES",
     "METRICS",
     "SUITES_DIR",
     "Suite",
+    "SuiteAggregate",
     "SuiteEntry",
     "SuiteError",
     "available_suites",
@@ -55,8 +64,17 @@ __all__ = [
 ]
 
 SUITES_DIR = Path(__file__).parent
-METRICS = ("vqa_accuracy", "textvqa_accuracy", "exact_match", "encvqa", "multiple_choice")
+METRICS = (
+    "vqa_accuracy",
+    "textvqa_accuracy",
+    "exact_match",
+    "encvqa",
+    "multiple_choice",
+    "infoseek",
+)
 """Metric names a suite may use (implemented in hammr.eval.metrics)."""
+AGGREGATES = ("harmonic_mean", "infoseek")
+"""Aggregate functions a suite's ``[[aggregate]]`` may name (hammr.eval.metrics.AGGREGATES)."""
 
 _ENTRY_KEYS = {
     "name",
@@ -69,6 +87,7 @@ _ENTRY_KEYS = {
     "options",
     "description",
 }
+_AGGREGATE_KEYS = {"name", "function", "entries", "description"}
 
 
 class SuiteError(DatasetError):
@@ -139,11 +158,25 @@ class SuiteEntry:
 
 
 @dataclass(frozen=True)
+class SuiteAggregate:
+    """One number the report computes from several entries' accuracies (each entry's mean
+    score), with a function of :data:`hammr.eval.metrics.AGGREGATES`: Infoseek's final score is
+    the harmonic mean of its unseen-question and unseen-entity entries."""
+
+    name: str
+    function: str
+    entries: tuple[str, ...]
+    """Entry names, in the order the function receives their accuracies."""
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     entries: list[SuiteEntry]
     description: str = ""
     path: Path | None = None
+    aggregates: tuple[SuiteAggregate, ...] = ()
 
     def entry(self, name: str) -> SuiteEntry:
         for e in self.entries:
@@ -155,11 +188,16 @@ class Suite:
         )
 
     def select(self, names: Iterable[str]) -> Suite:
-        """The suite restricted to the named entries, in the suite's order."""
+        """The suite restricted to the named entries, in the suite's order (and to the
+        aggregates whose entries are all among them)."""
         wanted = set(names)
         for n in wanted:
             self.entry(n)
-        return replace(self, entries=[e for e in self.entries if e.name in wanted])
+        return replace(
+            self,
+            entries=[e for e in self.entries if e.name in wanted],
+            aggregates=tuple(a for a in self.aggregates if wanted.issuperset(a.entries)),
+        )
 
     def samples(
         self,
@@ -242,9 +280,46 @@ def _entry(raw: Any, i: int, where: str) -> SuiteEntry:
     )
 
 
+def _aggregate(raw: Any, i: int, where: str, entry_names: list[str]) -> SuiteAggregate:
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{where}: aggregate {i} is not a table")
+    unknown = sorted(set(raw) - _AGGREGATE_KEYS)
+    if unknown:
+        raise SuiteError(
+            f"{where}: aggregate {i} has unknown key(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(_AGGREGATE_KEYS))}"
+        )
+    for key in ("name", "function"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise SuiteError(f"{where}: aggregate {i} needs '{key}' (a string)")
+    label = f"{where}: aggregate {i} ({raw['name']})"
+    if raw["function"] not in AGGREGATES:
+        raise SuiteError(
+            f"{label}: unknown function {raw['function']!r}; known: {', '.join(AGGREGATES)}"
+        )
+    entries = raw.get("entries")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, str) for e in entries):
+        raise SuiteError(f"{label}: 'entries' must be a list of entry names")
+    missing = [e for e in entries if e not in entry_names]
+    if missing:
+        raise SuiteError(
+            f"{label}: no entry named {', '.join(missing)}; entries: {', '.join(entry_names)}"
+        )
+    if len(set(entries)) != len(entries):
+        raise SuiteError(f"{label}: an entry is named twice in 'entries'")
+    if not isinstance(raw.get("description", ""), str):
+        raise SuiteError(f"{label}: 'description' is not a string")
+    return SuiteAggregate(
+        name=raw["name"],
+        function=raw["function"],
+        entries=tuple(entries),
+        description=raw.get("description", ""),
+    )
+
+
 def load_suite(name_or_path: str | Path) -> Suite:
-    """A bundled suite by name ('generic-vqa', 'muse-mc', 'mevqa', 'demo') or a suite TOML file
-    by path."""
+    """A bundled suite by name ('generic-vqa', 'muse-mc', 'mevqa', 'avis', 'demo') or a suite
+    TOML file by path."""
     candidate = Path(name_or_path).expanduser()
     if candidate.suffix == ".toml" or candidate.is_file():
         path = candidate
@@ -270,9 +345,20 @@ def load_suite(name_or_path: str | Path) -> Suite:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise SuiteError(f"{where}: entry names must be unique; repeated: {', '.join(repeated)}")
+    aggregates_raw = raw.get("aggregate", [])
+    if not isinstance(aggregates_raw, list):
+        raise SuiteError(f"{where}: 'aggregate' must be [[aggregate]] tables")
+    aggregates = tuple(_aggregate(r, i, where, names) for i, r in enumerate(aggregates_raw))
+    agg_names = [a.name for a in aggregates]
+    repeated = sorted({n for n in agg_names if agg_names.count(n) > 1})
+    if repeated:
+        raise SuiteError(
+            f"{where}: aggregate names must be unique; repeated: {', '.join(repeated)}"
+        )
     return Suite(
         name=str(raw.get("name", path.stem)),
         entries=entries,
         description=str(raw.get("description", "")),
         path=path,
+        aggregates=aggregates,
     )
