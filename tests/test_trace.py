@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from PIL import Image as PILImage
 
-from hammr.trace import Step, StepUsage, Trace, encode_value, format_trace
+from hammr.trace import Step, StepUsage, Trace, TraceFormatError, encode_value, format_trace
 from hammr.values import Box, Entity, Image, Page
 
 
@@ -172,3 +173,47 @@ def test_load_names_the_file_and_the_field(tmp_path: Path) -> None:
     path.write_text(json.dumps({**doc, "format": "hammr-trace/2"}))
     with pytest.raises(TraceFormatError, match='trace format "hammr-trace/2" is not hammr-trace/1'):
         Trace.load(path)
+
+
+def avis_step() -> Step:
+    return Step(
+        index=3,
+        tool="web_search",
+        arguments={"query": "Eiffel Tower completed"},
+        observation="Title: Eiffel Tower ...",
+        state="identical_image_search",
+        candidates=["web_search", "llm_qa"],
+        verdict="answerable",
+        extracted="1889",
+        reasoner="Why: the page says so.\nVerdict: answerable\nAnswer: 1889",
+        backtrack=False,
+        calls=2,
+        finish="1889",
+    )
+
+
+def test_avis_fields_round_trip_and_count_calls(tmp_path: Path) -> None:
+    trace = Trace(agent="AVIS", question="q", steps=[avis_step()], status="finished")
+    trace.steps.append(Step(index=4, tool="CONTEXT", router="code"))
+    again = Trace.load(trace.save(tmp_path / "t.json"))
+    assert again.steps == trace.steps
+    assert again.llm_calls == 2  # the step's own count; a router's step makes none
+    text = format_trace(again)
+    assert "[at identical_image_search; could do: web_search, llm_qa]" in text
+    assert "reasoner: answerable: 1889" in text
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("verdict", "maybe", "steps[0].verdict should be null or one of not_informative"),
+        ("candidates", "vqa", "steps[0].candidates should be a list"),
+        ("backtrack", 1, "steps[0].backtrack should be true or false"),
+        ("calls", "2", "steps[0].calls should be an integer or null"),
+    ],
+)
+def test_avis_fields_are_checked_on_load(field: str, value: object, message: str) -> None:
+    doc = Trace(agent="AVIS", question="q", steps=[avis_step()]).to_dict()
+    doc["steps"][0][field] = value
+    with pytest.raises(TraceFormatError, match=re.escape(message)):
+        Trace.from_dict(doc)

@@ -26,8 +26,14 @@ from typing import Any, Protocol
 from hammr.avis.context import VisualContext, VisualObject
 from hammr.avis.graph import ActionSpec
 from hammr.avis.prompts import llm_qa_prompt, object_select_prompt
-from hammr.avis.replies import ReplyError, object_grammar, parse_object
-from hammr.backends.llm.base import LLM, LLMRequest, LLMResponse, Message
+from hammr.avis.replies import (
+    ReplyError,
+    constrained_request,
+    object_grammar,
+    object_schema,
+    parse_object,
+)
+from hammr.backends.llm.base import LLM, LLMResponse
 from hammr.tools.base import CapabilityMissing, Tool, ToolContext, ToolError
 from hammr.tools.vision_tools import VQA
 from hammr.tools.web_tools import WebSearch
@@ -127,18 +133,17 @@ class ActionRunner:
             return _failed(e)
         raise ValueError(f"no way to run the action {action!r}")
 
-    def _request(self, prompt: str, grammar: str | None, model: LLM, max_tokens: int) -> LLMRequest:
-        use = grammar if model.grammar_support == "gbnf" and self.grammar is not False else None
-        return LLMRequest(
-            messages=(Message("user", prompt),), max_tokens=max_tokens, temperature=0.0, grammar=use
-        )
-
     async def _object_select(self, given: ActionInput, model: LLM) -> ActionOutcome:
         objects = given.context.objects
         ids = [o.id for o in objects]
         listing = "\n".join(o.render() for o in objects)
-        request = self._request(
-            object_select_prompt(given.query, listing), object_grammar(ids), model, 120
+        request = constrained_request(
+            object_select_prompt(given.query, listing),
+            model,
+            grammar=object_grammar(ids),
+            schema=object_schema(ids),
+            setting=self.grammar,
+            max_tokens=120,
         )
         response = await model.complete(request)
         try:
@@ -185,7 +190,14 @@ class ActionRunner:
         return ActionOutcome(text, [p.title for p in pages])
 
     async def _llm_qa(self, given: ActionInput, model: LLM) -> ActionOutcome:
-        request = self._request(llm_qa_prompt(given.query, given.notes), None, model, 64)
+        request = constrained_request(
+            llm_qa_prompt(given.query, given.notes),
+            model,
+            grammar=None,
+            schema=None,
+            setting=self.grammar,
+            max_tokens=64,
+        )
         response = await model.complete(request)
         answer = " ".join(response.text.strip().split("\n\n")[0].split())
         answer = re.sub(r"^answer\s*:\s*", "", answer, flags=re.I)

@@ -14,19 +14,22 @@ from hammr.avis.prompts import (
 )
 from hammr.avis.replies import (
     DECOMPOSE_GRAMMAR,
+    DECOMPOSE_SCHEMA,
     Decomposition,
     PlannerChoice,
     ReplyError,
+    constrained_request,
     parse_decomposition,
     parse_plan,
     planner_grammar,
+    planner_schema,
 )
-from hammr.backends.llm.base import LLM, LLMRequest, LLMResponse, Message
+from hammr.backends.llm.base import LLM, LLMResponse
 
 
 class Planner:
-    """Writes the prompts, asks the model (under a grammar where the backend takes one,
-    unless ``grammar`` is False) and parses the replies."""
+    """Writes the prompts, asks the model (under a grammar or a JSON schema where the
+    backend takes one, unless ``grammar`` is False) and parses the replies."""
 
     def __init__(
         self,
@@ -39,20 +42,16 @@ class Planner:
         self.examples = examples
         self.grammar = grammar
 
-    def constrained(self, model: LLM) -> bool:
-        return model.grammar_support == "gbnf" and self.grammar is not False
-
-    def _request(self, prompt: str, grammar: str, model: LLM, max_tokens: int) -> LLMRequest:
-        return LLMRequest(
-            messages=(Message("user", prompt),),
-            max_tokens=max_tokens,
-            temperature=0.0,
-            grammar=grammar if self.constrained(model) else None,
-        )
-
     async def decompose(self, question: str, model: LLM) -> tuple[Decomposition, LLMResponse]:
         """The sub-questions (ReplyError when the reply has neither), and the reply."""
-        request = self._request(decompose_prompt(question), DECOMPOSE_GRAMMAR, model, 96)
+        request = constrained_request(
+            decompose_prompt(question),
+            model,
+            grammar=DECOMPOSE_GRAMMAR,
+            schema=DECOMPOSE_SCHEMA,
+            setting=self.grammar,
+            max_tokens=96,
+        )
         response = await model.complete(request)
         return parse_decomposition(response.text), response
 
@@ -65,8 +64,13 @@ class Planner:
     ) -> tuple[PlannerChoice | None, LLMResponse, ReplyError | None]:
         """The action chosen among ``candidates`` and the reply; on a reply naming no
         candidate, (None, reply, the error)."""
-        request = self._request(
-            self.prompt(query, context, candidates), planner_grammar(candidates), model, 80
+        request = constrained_request(
+            self.prompt(query, context, candidates),
+            model,
+            grammar=planner_grammar(candidates),
+            schema=planner_schema(candidates),
+            setting=self.grammar,
+            max_tokens=80,
         )
         response = await model.complete(request)
         try:

@@ -6,8 +6,15 @@ from __future__ import annotations
 
 from hammr.avis.graph import Phase
 from hammr.avis.prompts import reasoner_prompt
-from hammr.avis.replies import REASONER_GRAMMAR, Judgement, ReplyError, parse_judgement
-from hammr.backends.llm.base import LLM, LLMRequest, LLMResponse, Message
+from hammr.avis.replies import (
+    REASONER_GRAMMAR,
+    REASONER_SCHEMA,
+    Judgement,
+    ReplyError,
+    constrained_request,
+    parse_judgement,
+)
+from hammr.backends.llm.base import LLM, LLMResponse
 
 MAX_OUTPUT_CHARS = 2400
 """Longer tool outputs are cut before the reasoner reads them."""
@@ -23,12 +30,13 @@ class Reasoner:
         """The judgement and the reply; on a reply with no verdict, (None, reply, the
         error)."""
         text = output if len(output) <= MAX_OUTPUT_CHARS else output[: MAX_OUTPUT_CHARS - 3] + "..."
-        use = model.grammar_support == "gbnf" and self.grammar is not False
-        request = LLMRequest(
-            messages=(Message("user", reasoner_prompt(phase, query, text)),),
+        request = constrained_request(
+            reasoner_prompt(phase, query, text),
+            model,
+            grammar=REASONER_GRAMMAR,
+            schema=REASONER_SCHEMA,
+            setting=self.grammar,
             max_tokens=160,
-            temperature=0.0,
-            grammar=REASONER_GRAMMAR if use else None,
         )
         response = await model.complete(request)
         try:

@@ -1,18 +1,22 @@
-"""The line formats AVIS's prompts ask for: their GBNF grammars and their parsers.
+"""The line formats AVIS's prompts ask for: their GBNF grammars, JSON schemas and parsers.
 
-Under a grammar (llama.cpp embedded or served, vLLM, SGLang) the planner can only name one of
-the candidate actions and the reasoner can only write one of the three verdicts; without
-one, a reply that breaks the format raises :class:`ReplyError` with a message for the trace,
-and the run recovers (the planner is asked again; a verdict-less output counts as not
-informative).
+Under a grammar (llama.cpp embedded or served, vLLM, SGLang) or, on servers that take no
+grammar but a JSON schema (OpenAI, Gemini, Ollama), under the schema, the planner can only
+name one of the candidate actions and the reasoner can only write one of the three
+verdicts; a JSON reply is read field by field like the lines. Without either, a reply that
+breaks the format raises :class:`ReplyError` with a message for the trace, and the run
+recovers (the planner is asked again; a verdict-less output counts as not informative).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from hammr.backends.llm.base import LLM, LLMRequest, Message
 from hammr.trace import Verdict
 
 
@@ -48,6 +52,60 @@ REASONER_GRAMMAR = (
     'verdict ::= "not informative" | ("informative" | "answerable") "\\nAnswer: " answer\n'
     f"answer ::= {_LINE}{{1,100}}\n"
 )
+
+
+def _schema(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+_TEXT: dict[str, Any] = {"type": "string"}
+DECOMPOSE_SCHEMA = _schema({"visual": _TEXT, "knowledge": _TEXT})
+REASONER_SCHEMA = _schema(
+    {
+        "why": _TEXT,
+        "verdict": {"enum": ["not informative", "informative", "answerable"]},
+        "answer": _TEXT,
+    }
+)
+
+
+def planner_schema(candidates: Sequence[str]) -> dict[str, Any]:
+    return _schema({"action": {"enum": list(candidates)}, "query": _TEXT})
+
+
+def object_schema(ids: Sequence[int]) -> dict[str, Any]:
+    return _schema({"why": _TEXT, "object": {"enum": list(ids)}})
+
+
+def constrained_request(
+    prompt: str,
+    model: LLM,
+    *,
+    grammar: str | None,
+    schema: dict[str, Any] | None,
+    setting: bool | None,
+    max_tokens: int,
+) -> LLMRequest:
+    """One user turn, constrained by the grammar where the backend takes GBNF, else by the
+    JSON schema where it takes one; ``setting`` False ([llm] grammar = "off") turns both off."""
+    use_grammar = grammar if model.grammar_support == "gbnf" else None
+    use_schema = (
+        schema if use_grammar is None and getattr(model, "json_schema_support", False) else None
+    )
+    if setting is False:
+        use_grammar = use_schema = None
+    return LLMRequest(
+        messages=(Message("user", prompt),),
+        max_tokens=max_tokens,
+        temperature=0.0,
+        grammar=use_grammar,
+        json_schema=use_schema,
+    )
 
 
 @dataclass(frozen=True)
@@ -104,6 +162,9 @@ class ObjectChoice:
 
 
 def parse_object(text: str, ids: Sequence[int]) -> ObjectChoice:
+    fields = _json_fields(text)
+    if fields is not None:
+        text = f"Why: {fields.get('why', '')}\nObject: #{fields.get('object', '')}"
     found = re.findall(r"object\s*:?\s*#?\s*(\d+)", text, flags=re.IGNORECASE)
     chosen = [int(f) for f in found if int(f) in ids]
     if not chosen:
@@ -151,7 +212,24 @@ def parse_judgement(text: str) -> Judgement:
     return Judgement(verdict, answer, _field(text, "why") or "")
 
 
+def _json_fields(text: str) -> dict[str, Any] | None:
+    """The fields of a reply written as one JSON object (under a schema), else None."""
+    body = text.strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return {str(k).lower(): v for k, v in doc.items()} if isinstance(doc, dict) else None
+
+
 def _field(text: str, name: str) -> str | None:
-    """The text after the last ``Name:`` at the start of a line (None when there is none)."""
+    """The text after the last ``Name:`` at the start of a line, or the field ``name`` of a
+    JSON reply (None when there is none)."""
+    fields = _json_fields(text)
+    if fields is not None:
+        value = fields.get(name)
+        return None if value is None else " ".join(str(value).split())
     found = re.findall(rf"(?im)^\s*{name}\s*:[ \t]*(.*)$", text)
     return found[-1].strip() if found else None

@@ -199,6 +199,13 @@ class OpenAICompatLLM:
         return "gbnf" if self.server in ("vllm", "sglang", "llamacpp") else "none"
 
     @property
+    def json_schema_support(self) -> bool:
+        """Whether ``response_format`` with a JSON schema constrains the reply, for servers
+        that take no grammar (OpenAI's structured outputs, Gemini's and Ollama's
+        OpenAI-compatible endpoints)."""
+        return self.server in ("openai", "gemini", "ollama")
+
+    @property
     def base_urls(self) -> tuple[str, ...]:
         return self.pool.urls
 
