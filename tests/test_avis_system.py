@@ -560,3 +560,18 @@ async def test_a_library_tool_as_a_custom_action_of_the_graph(tmp_path: Path) ->
     assert "- read_text: Read the printed text." in policy.prompts("plan")[0]
     assert step.observation.startswith("OCR: ") and "OPEN" in step.observation
     assert result.answer == "OPEN"
+
+
+def test_the_planner_prompt_shows_only_the_candidates_and_their_examples() -> None:
+    from hammr.avis.planner import Planner
+    from hammr.avis.prompts import PLANNER_EXAMPLES
+
+    planner = Planner(default_graph().actions)
+    prompt = planner.prompt("what is it?", "Object #0 (whole image): a bird", ["vqa", "llm_qa"])
+    assert offered(prompt) == ["vqa", "llm_qa"]
+    for action, examples in PLANNER_EXAMPLES.items():
+        for example in examples:
+            assert (example.text() in prompt) == (action in ("vqa", "llm_qa")), action
+    assert prompt.rstrip().endswith(
+        "Write the action's name and the query to send it, as in the examples."
+    )

@@ -16,13 +16,13 @@ import pytest
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
+from browser_support import CHROMIUM, Page, needs_browser, sync_playwright
 from hammr.eval.store import RunStore
 from hammr.eval.types import RunRecord
 from hammr.trace import Step, Trace, encode_value
 from hammr.values import Box, Entity, Image
 from hammr.web.static_report import write_report
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(tempfile.gettempdir()) / "hammr-avis-e2e"
 RUN = "avis-run"
 DATASET = "infoseek"
@@ -40,21 +40,7 @@ LONG_OBSERVATION = (
     "(skyscraper): the tallest building in Austria (score=52.0)], Text: [MILLENNIUM]"
 )
 
-try:
-    from playwright.sync_api import Page, sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None  # type: ignore[assignment]
-
-_missing = (
-    "playwright is not installed (pip install playwright)"
-    if sync_playwright is None
-    else f"{CHROMIUM} is missing (apt-get install chromium)"
-    if not CHROMIUM.exists()
-    else None
-)
-if _missing:
-    print(f"test_web_avis_e2e skipped: {_missing}")
-pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
+pytestmark = needs_browser("test_web_avis_e2e")
 
 
 # -- the traces ---------------------------------------------------------------------------------

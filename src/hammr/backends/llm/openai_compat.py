@@ -7,20 +7,23 @@ The servers differ only in how they take a grammar, which ``server`` selects.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
 import random
 import ssl
-import time
 from collections.abc import Sequence
-from functools import cache
 from types import TracebackType
 from typing import Any, Literal
 
 import httpx
 
-from hammr.backends.http_errors import connect_reason, one_line
+from hammr.backends.http_replies import (
+    excerpt,
+    network_reason,
+    retry_after_s,
+    server_message,
+    tls_context,
+)
 from hammr.backends.llm.base import (
     GrammarSupport,
     LLMError,
@@ -37,7 +40,6 @@ ServerKind = Literal["auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "
 Mode = Literal["chat", "completion"]
 
 _CONFIG_HINT = "(hammr.toml [llm] base_url)"
-_EXCERPT_CHARS = 200
 
 
 def _grammar_fields(server: ServerKind, grammar: str) -> dict[str, Any]:
@@ -66,68 +68,6 @@ def _merge(body: dict[str, Any], extra: dict[str, Any]) -> None:
             body[k] = {**old, **v}
         else:
             body[k] = v
-
-
-def _one_line(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    return one_line(text, limit)
-
-
-def _server_message(resp: httpx.Response) -> str:
-    """The error text a server put in its reply, whatever shape it used."""
-    try:
-        data = resp.json()
-    except ValueError:
-        return _one_line(resp.text) or "(empty reply)"
-    if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, dict):
-            for key in ("message", "detail", "error"):
-                if isinstance(err.get(key), str):
-                    return _one_line(err[key])
-        elif isinstance(err, str):
-            return _one_line(err)
-        if isinstance(data.get("detail"), str):
-            return _one_line(data["detail"])
-    return _one_line(resp.text)
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-_REASONS = (
-    (
-        "host name not found",
-        (
-            "name or service not known",
-            "nodename nor servname",
-            "getaddrinfo",
-            "temporary failure in name resolution",
-        ),
-    ),
-    ("network unreachable", ("unreachable",)),
-)
-
-
-def _connect_reason(exc: Exception) -> str:
-    return connect_reason(exc, _REASONS, limit=120)
-
-
-@cache
-def _tls_context() -> ssl.SSLContext:
-    # Loading the CA bundle takes ~0.1 s; do it once, not per client (one client per loop).
-    return httpx.create_ssl_context()
 
 
 def _message_json(m: Message) -> dict[str, Any]:
@@ -250,7 +190,7 @@ class OpenAICompatLLM:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             # Plain http never does TLS (redirects are not followed), so skip the CA bundle.
             https = any(u.startswith("https:") for u in self.base_urls)
-            verify: ssl.SSLContext | bool = _tls_context() if https else False
+            verify: ssl.SSLContext | bool = tls_context() if https else False
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout_s), headers=headers, verify=verify
             )
@@ -311,13 +251,13 @@ class OpenAICompatLLM:
                         f"({self._tries()}); is it overloaded, or is the model still loading?"
                     )
                 except httpx.ConnectError as e:
-                    unreachable = _connect_reason(e)
+                    unreachable = network_reason(e)
                     failure = (
                         f"cannot reach the LLM server at {url}: {unreachable} "
                         f"— is it running? {_CONFIG_HINT}"
                     )
                 except httpx.TransportError as e:
-                    unreachable = _connect_reason(e)
+                    unreachable = network_reason(e)
                     failure = (
                         f"the connection to {self._where(url)} failed "
                         f"({self._tries()}): {unreachable}"
@@ -329,9 +269,9 @@ class OpenAICompatLLM:
                         what = "is rate-limiting requests" if status == 429 else "failed"
                         failure = (
                             f"{self._where(url)} {what} (HTTP {status}, {self._tries()}): "
-                            f"{_server_message(resp)}"
+                            f"{server_message(resp)}"
                         )
-                        retry_after = _retry_after(resp)
+                        retry_after = retry_after_s(resp)
                     elif status >= 400:
                         raise self._client_error(resp, url)
                     else:
@@ -355,7 +295,7 @@ class OpenAICompatLLM:
 
     def _client_error(self, resp: httpx.Response, url: str) -> LLMError:
         status = resp.status_code
-        msg = _server_message(resp)
+        msg = server_message(resp)
         if status in (401, 403):
             if self.api_key_env is None:
                 how = "set api_key_env in hammr.toml [llm] to the variable holding the key"
@@ -379,7 +319,7 @@ class OpenAICompatLLM:
             data = resp.json()
         except (ValueError, UnicodeDecodeError):
             raise LLMError(
-                f"{self._where(url)} sent a reply that is not JSON: {_one_line(resp.text)!r}"
+                f"{self._where(url)} sent a reply that is not JSON: {excerpt(resp.text)!r}"
             ) from None
         choice = None
         if isinstance(data, dict):
@@ -388,7 +328,7 @@ class OpenAICompatLLM:
                 choice = choices[0]
         if choice is None:
             raise LLMError(
-                f"{self._where(url)} sent JSON without choices: {_one_line(json.dumps(data))!r}"
+                f"{self._where(url)} sent JSON without choices: {excerpt(json.dumps(data))!r}"
             )
         if self.mode == "chat":
             message = choice.get("message")
@@ -399,7 +339,7 @@ class OpenAICompatLLM:
             text = ""
         if not isinstance(text, str):
             raise LLMError(
-                f"{self._where(url)} sent a choice without text: {_one_line(json.dumps(choice))!r}"
+                f"{self._where(url)} sent a choice without text: {excerpt(json.dumps(choice))!r}"
             )
         usage = data.get("usage")
         finish = choice.get("finish_reason")
