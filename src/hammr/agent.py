@@ -1,4 +1,16 @@
-"""The multimodal ReAct loop. An agent is itself a Tool, so agents can call agents."""
+"""The multimodal ReAct loop. An agent is itself a Tool, so agents can call agents.
+
+The model reads every value as a line of text (``image 640x480 (stored in 'crop')``). A model
+that sees (its backend's ``vision`` is True, hammr.toml ``[llm] vision``) is also shown the
+images: the task message carries the input images after the text naming them, and every
+``[Observe]`` turn whose result holds images carries them after the observation, each
+labelled with its variable, within the backend's :class:`~hammr.backends.llm.base.VisionLimits`
+(see :mod:`hammr.vision`). The messages of each step are a byte-identical prefix of the next
+step's, so a server's prefix cache keeps working: past the image count limit, *new* images are
+left out and their turn says so; images already shown are never dropped, re-encoded or moved.
+(One exception, as for text-only models: the note that forces a [Finish] is added to the newest
+turn of that request only.) A text-only model gets exactly the messages it always had.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +21,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
-from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message, run_sync
+from hammr.backends.llm.base import (
+    LLM,
+    LLMError,
+    LLMRequest,
+    Message,
+    run_sync,
+    sees_images,
+    vision_limits_of,
+)
 from hammr.grammar import step_grammar
 from hammr.tools.base import (
     Param,
@@ -21,7 +41,8 @@ from hammr.tools.base import (
     bind_arguments,
 )
 from hammr.trace import Step, StepUsage, Trace, encode_value
-from hammr.values import Value, render_value
+from hammr.values import Image, Value, render_value
+from hammr.vision import ImageBudget, labelled_images
 
 MAX_AGENT_DEPTH = 6
 
@@ -90,6 +111,16 @@ def observation_for(var: str, value: Value, result: ToolResult) -> str:
     return f"{text} (stored in '{var}')"
 
 
+def with_note(message: Message, note: str) -> Message:
+    """``message`` with a line of text added at its end; its images stay where they are."""
+    if isinstance(message.content, str):
+        return Message(message.role, message.content + "\n" + note)
+    *head, last = message.content
+    if isinstance(last, str):
+        return Message(message.role, (*head, last + "\n" + note))
+    return Message(message.role, (*message.content, "\n" + note))
+
+
 @dataclass
 class _Run:
     """The private state of one run: fresh for every call, so concurrent runs share nothing."""
@@ -100,6 +131,8 @@ class _Run:
     auto_names: dict[str, int] = field(default_factory=dict)
     bound_at: dict[str, int] = field(default_factory=dict)
     """The step that last stored each variable (inputs are absent)."""
+    images: ImageBudget | None = None
+    """What the model has been shown, when it sees images; None for a text-only model."""
 
     def auto_name(self, tool: str) -> str:
         base = "".join(ch if ch.isalnum() else "_" for ch in tool.lower()) or "out"
@@ -267,14 +300,15 @@ class ReActAgent:
         ctx.trace_started(trace)
         run = _Run(
             variables=variables,
-            messages=[
-                Message("system", self.system_prompt()),
-                Message("user", self.task_message(question, variables)),
-            ],
+            messages=[Message("system", self.system_prompt())],
             trace=trace,
+            images=ImageBudget(vision_limits_of(model)) if sees_images(model) else None,
         )
         started = time.perf_counter()
         try:
+            task = self.task_message(question, variables)
+            shown = [im for n, v in variables.items() for im in labelled_images(n, v)]
+            run.messages.append(await self._user_turn(run, task, shown))
             for index in range(self.max_steps):
                 done = await self._step(run, index, model, ctx)
                 if ctx.on_step is not None:
@@ -315,8 +349,7 @@ class ReActAgent:
         # loop that more steps will not break), may only finish
         step.forced = self.finish_on_last_step and (final_step or looping)
         if step.forced:
-            last = messages[-1]
-            messages[-1] = Message(last.role, last.text() + "\n" + LAST_STEP_NOTE)
+            messages[-1] = with_note(messages[-1], LAST_STEP_NOTE)
         temperature, seed = self.temperature, None
         if previous is not None and previous.error_kind == "repeated_action":
             temperature, seed = max(temperature, 0.7), index
@@ -420,11 +453,21 @@ class ReActAgent:
         step.output = encode_value(result.value, run.trace.images)
         step.child = result.child_trace
         step.observation = observation_for(var, result.value, result)
-        run.messages.append(Message("user", f"[Observe]: {step.observation}"))
+        shown = labelled_images(var, result.value)
+        run.messages.append(await self._user_turn(run, f"[Observe]: {step.observation}", shown))
         if result.final or act.tool in self.final_tools:
             step.finish = result.observation if result.observation is not None else ""
             run.trace.answer = step.finish
             run.trace.status = "finished"
+
+    async def _user_turn(
+        self, run: _Run, text: str, images: Sequence[tuple[str, Image]]
+    ) -> Message:
+        """A new user turn: ``text``, plus ``images`` when the model sees (downscaled and
+        encoded off the event loop)."""
+        if run.images is None or not images:
+            return Message("user", text)
+        return Message("user", await asyncio.to_thread(run.images.turn, text, images))
 
     def _fail(self, run: _Run, step: Step, kind: str, message: str) -> None:
         step.error_kind = kind

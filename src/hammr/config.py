@@ -40,6 +40,17 @@ DEFAULTS: dict[str, Any] = {
         "temperature": 0.0,
         "max_tokens": 256,
         "grammar": "auto",
+        # does the model see images? on: the agent shows it the input images and every image a
+        # tool returns (a served VLM); off: it reads them as text ("image 640x480 ..."), as the
+        # embedded SmolLM2 must; auto: on for an OpenAI-compatible chat server whose model name
+        # is a known VLM family (Qwen-VL, LLaVA, InternVL, Gemma 3, GPT-4o, Gemini, ...: the
+        # list is hammr.vision.VLM_FAMILIES), off otherwise. Within one run at most max_images
+        # are shown (past that, new images are left out and the prompt says so; earlier turns
+        # never change, so the server's prefix cache keeps working), each downscaled to at most
+        # max_image_pixels (1_003_520 = 1280*28*28, Qwen2.5-VL's default)
+        "vision": "auto",
+        "max_images": 8,
+        "max_image_pixels": 1_003_520,
         "model_path": "",
         "n_ctx": 8192,
         "cache": True,
@@ -101,6 +112,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "llm.mode": ("chat", "completion"),
     "llm.server": ("auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"),
     "llm.grammar": ("auto", "on", "off"),
+    "llm.vision": ("auto", "on", "off"),
     "agent.setting": ("auto", "tools_only", "with_vqa"),
     "agent.router": ("auto", "llm", "neighbours", "hybrid"),
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
@@ -113,6 +125,8 @@ _LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
     "llm.temperature": (lambda v: v >= 0, "0 or more"),
     "llm.max_tokens": (lambda v: v >= 1, "at least 1"),
     "llm.n_ctx": (lambda v: v >= 1, "at least 1 (tokens of context)"),
+    "llm.max_images": (lambda v: v >= 1, "at least 1 (images in one conversation)"),
+    "llm.max_image_pixels": (lambda v: v >= 1, "at least 1 (pixels of one image)"),
     "agent.max_steps": (lambda v: v >= 1, "at least 1"),
     "agent.router_threshold": (lambda v: 0 <= v <= 1, "between 0 and 1"),
     "agent.router_k": (lambda v: v >= 1, "at least 1"),
@@ -211,6 +225,14 @@ def _read_urls(cfg: Config) -> None:
             raise ConfigError(f"{key} (from {source}): {e}") from None
         if not (isinstance(value, str) and len(urls) == 1):
             _set(cfg.data, key, list(urls), source)
+
+
+def _read_switches(cfg: Config) -> None:
+    """``llm.vision = true / false`` (TOML booleans, or HAMMR_LLM__VISION=true) mean "on" /
+    "off"."""
+    value = cfg.get("llm.vision")
+    if isinstance(value, bool):
+        _set(cfg.data, "llm.vision", "on" if value else "off", "")
 
 
 def _validate(cfg: Config) -> None:
@@ -314,5 +336,6 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         sources[dotted] = f"${name}"
     cfg = Config(data, sources, file)
     _read_urls(cfg)
+    _read_switches(cfg)
     _validate(cfg)
     return cfg

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hammr.backends.llm.base import LLM
+from hammr.backends.llm.base import LLM, VisionLimits
 from hammr.config import Config, ConfigError
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
     """The configured LLM, wrapped in the SQLite response cache unless that is turned off."""
     s = cfg.section("llm")
     llm: LLM
+    vision = vision_setting(cfg)
     if s["backend"] == "embedded":
         from hammr.backends.llm.embedded import EmbeddedLLM
 
@@ -48,6 +49,8 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
             server=s["server"],
             timeout_s=float(s["timeout_s"]),
             max_retries=int(s["max_retries"]),
+            vision=vision,
+            vision_limits=VisionLimits(int(s["max_images"]), int(s["max_image_pixels"])),
         )
     use_cache = s["cache"] if cache is None else cache
     if use_cache:
@@ -57,6 +60,33 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
         path.parent.mkdir(parents=True, exist_ok=True)
         llm = CachedLLM(llm, path)
     return llm
+
+
+def vision_setting(cfg: Config) -> bool:
+    """Whether the configured model sees images (llm.vision): 'on', 'off', or 'auto' — on for
+    an OpenAI-compatible chat server whose model is a known VLM (:func:`looks_like_vlm`)."""
+    from hammr.vision import looks_like_vlm
+
+    s = cfg.section("llm")
+    setting = s["vision"]
+    where = cfg.sources.get("llm.vision", "default")
+    if s["backend"] == "embedded":
+        if setting == "on":
+            raise ConfigError(
+                f"llm.vision = 'on' (from {where}): the embedded model is text-only; serve a "
+                "vision-language model (llm.backend = 'openai') or set llm.vision = 'off'"
+            )
+        return False
+    if s["mode"] != "chat":
+        if setting == "on":
+            raise ConfigError(
+                f"llm.vision = 'on' (from {where}) needs llm.mode = 'chat': a completion "
+                "endpoint takes text only"
+            )
+        return False
+    if setting == "auto":
+        return looks_like_vlm(str(s["model"]))
+    return bool(setting == "on")
 
 
 def default_concurrency(cfg: Config) -> int:

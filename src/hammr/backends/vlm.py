@@ -50,12 +50,13 @@ import io
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, get_args
 
 from PIL import Image as PILImage
 
+from hammr.backends.http_client import PerLoopSemaphore, gather_all
 from hammr.backends.llm.base import ImagePart, LLMError, LLMRequest, Message
 from hammr.backends.llm.openai_compat import OpenAICompatLLM
 from hammr.backends.pool import ReplicaPool, parse_base_urls
@@ -64,8 +65,6 @@ from hammr.values import Box, Entity, Image
 
 BoxFormat = Literal["auto", "absolute", "qwen2-1000", "normalized"]
 BOX_FORMATS: tuple[str, ...] = get_args(BoxFormat)
-
-T = TypeVar("T")
 
 # -- prompts ---------------------------------------------------------------------------------
 
@@ -436,13 +435,6 @@ class _SentImage(ImagePart):
         return self.url
 
 
-def _config_hint(message: str) -> str:
-    # OpenAICompatLLM words its errors for the [llm] table; this client is configured by [vlm].
-    return message.replace("hammr.toml [llm]", "hammr.toml [vlm]").replace(
-        "LLM server", "VLM server"
-    )
-
-
 class VLMBackend:
     """Caption, VQA, OCR, presence, entity and grounding with one served VLM (see module doc)."""
 
@@ -477,14 +469,15 @@ class VLMBackend:
             api_key_env=api_key_env or None,
             timeout_s=timeout_s,
             max_retries=max_retries,
+            config_table="vlm",  # its errors name the [vlm] table and the VLM server
+            server_label="VLM server",
         )
         self.box_format: BoxFormat = box_format
         self.max_image_side = max_image_side
         self.concurrency = concurrency
         self.size_multiple = size_multiple
         self.max_tokens = max_tokens
-        self._limit: asyncio.Semaphore | None = None
-        self._limit_loop: asyncio.AbstractEventLoop | None = None
+        self._limit = PerLoopSemaphore()
 
     def __repr__(self) -> str:
         urls = self.llm.base_urls
@@ -519,14 +512,6 @@ class VLMBackend:
         url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
         return _SentImage(image, url=url, size=size)
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        # A semaphore belongs to one event loop; the CLI may run several loops in turn.
-        loop = asyncio.get_running_loop()
-        if self._limit is None or self._limit_loop is not loop:
-            self._limit = asyncio.Semaphore(self.concurrency)
-            self._limit_loop = loop
-        return self._limit
-
     async def ask(
         self,
         image: Image,
@@ -536,7 +521,7 @@ class VLMBackend:
     ) -> tuple[str, tuple[int, int]]:
         """One chat request: the image, then the prompt (or a function of the size sent).
         Returns the reply text and the size the image was sent at."""
-        async with self._semaphore():
+        async with self._limit.current(self.concurrency):
             part = await asyncio.to_thread(self.prepare, image)
             text = prompt(part.size) if callable(prompt) else prompt
             request = LLMRequest(
@@ -547,17 +532,8 @@ class VLMBackend:
             try:
                 response = await self.llm.complete(request)
             except LLMError as e:
-                raise ToolError(f"{what} failed: {_config_hint(str(e))}") from None
+                raise ToolError(f"{what} failed: {e}") from None
         return response.text, part.size
-
-    async def _each(self, calls: list[Awaitable[T]]) -> list[T]:
-        tasks = [asyncio.ensure_future(c) for c in calls]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            raise
 
     # -- capabilities ----------------------------------------------------------------------
 
@@ -566,7 +542,7 @@ class VLMBackend:
             text, _ = await self.ask(img, CAPTION_PROMPT, "caption", 160)
             return parse_text(text)
 
-        return await self._each([one(i) for i in images])
+        return await gather_all([one(i) for i in images])
 
     async def answer(self, images: list[Image], questions: list[str]) -> list[str]:
         _same_length(images, questions, "questions")
@@ -575,14 +551,14 @@ class VLMBackend:
             text, _ = await self.ask(img, VQA_PROMPT.format(question=one_line(q)), "VQA", 64)
             return parse_text(text)
 
-        return await self._each([one(i, q) for i, q in zip(images, questions, strict=True)])
+        return await gather_all([one(i, q) for i, q in zip(images, questions, strict=True)])
 
     async def read(self, images: list[Image]) -> list[str]:
         async def one(img: Image) -> str:
             text, _ = await self.ask(img, OCR_PROMPT, "OCR")
             return parse_ocr(text)
 
-        return await self._each([one(i) for i in images])
+        return await gather_all([one(i) for i in images])
 
     async def contains(self, images: list[Image], names: list[str]) -> list[bool]:
         _same_length(images, names, "names")
@@ -592,14 +568,14 @@ class VLMBackend:
             text, _ = await self.ask(img, prompt, "object check", 8)
             return parse_yes_no(text)
 
-        return await self._each([one(i, n) for i, n in zip(images, names, strict=True)])
+        return await gather_all([one(i, n) for i, n in zip(images, names, strict=True)])
 
     async def recognize(self, images: list[Image]) -> list[list[Entity]]:
         async def one(img: Image) -> list[Entity]:
             text, _ = await self.ask(img, ENTITY_PROMPT, "entity recognition", 128)
             return parse_entities(text)
 
-        return await self._each([one(i) for i in images])
+        return await gather_all([one(i) for i in images])
 
     async def detect(self, images: list[Image], names: list[str]) -> list[list[Box]]:
         _same_length(images, names, "names")
@@ -619,7 +595,7 @@ class VLMBackend:
             raw = parse_raw_boxes(text)
             return boxes_from_raw(raw, self.box_format, sent, (img.width, img.height), name)
 
-        return await self._each([one(i, n) for i, n in zip(images, names, strict=True)])
+        return await gather_all([one(i, n) for i, n in zip(images, names, strict=True)])
 
 
 def _same_length(images: list[Image], other: list[str], what: str) -> None:

@@ -27,24 +27,18 @@ observation) naming the server. Rows come back L2-normalised, float32.
 from __future__ import annotations
 
 import asyncio
-import os
-import random
-import ssl
-from collections.abc import Awaitable, Sequence
-from types import TracebackType
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import httpx
 import numpy as np
 from PIL import Image as PILImage
 
-from hammr.backends.http_errors import one_line
-from hammr.backends.http_replies import network_reason, retry_after_s, server_message, tls_context
+from hammr.backends.http_client import OpenAIStyleClient, PerLoopSemaphore, gather_all
+from hammr.backends.http_replies import excerpt
 from hammr.backends.llm.base import ImagePart
 from hammr.tools.base import ToolError
 from hammr.values import Image
-
-T = TypeVar("T")
 
 DEFAULT_IMAGE_PROMPT = "Represent the given image."
 MAX_RETRY_AFTER_S = 30.0
@@ -63,9 +57,12 @@ def send_size(width: int, height: int, max_side: int) -> tuple[int, int]:
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(OpenAIStyleClient):
     """Image and text embeddings from an OpenAI-compatible ``/embeddings`` endpoint (see the
     module doc for the requests sent)."""
+
+    error_type: ClassVar[type[Exception]] = EmbeddingError
+    server_label = "embedding server"
 
     def __init__(
         self,
@@ -98,19 +95,22 @@ class OpenAIEmbedder:
             raise ValueError(f"max_image_side must be 0 (no limit) or more, got {max_image_side}")
         if backoff_s < 0:
             raise ValueError(f"backoff_s must be 0 or more, got {backoff_s}")
+        super().__init__(
+            [base],
+            model,
+            api_key_env=api_key_env or None,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_retry_after_s=MAX_RETRY_AFTER_S,
+        )
         self.base_url = base
         self.endpoint = base + "/embeddings"
-        self.model = model
-        self.api_key_env = api_key_env or None
-        self.api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        self.timeout_s = float(timeout_s)
-        self.max_retries = int(max_retries)
         self.concurrency = int(concurrency)
         self.image_prompt = image_prompt
         self.text_prompt = text_prompt
         self.max_image_side = int(max_image_side)
         self.batch_size = int(batch_size)
-        self.backoff_s = float(backoff_s)
         self.config_table = "tools.similarity"
         """The hammr.toml table named in connection errors (the factory sets it)."""
         # What the rows depend on besides the pixels or text: the image index caches by it.
@@ -118,10 +118,7 @@ class OpenAIEmbedder:
             f"openai-embeddings base_url={self.base_url} model={model} "
             f"image_prompt={image_prompt!r} max_image_side={self.max_image_side}"
         )
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._limit: asyncio.Semaphore | None = None
-        self._limit_loop: asyncio.AbstractEventLoop | None = None
+        self._limit = PerLoopSemaphore()
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r})"
@@ -132,7 +129,7 @@ class OpenAIEmbedder:
         """One L2-normalised row per image, in order (one request per image)."""
         if not images:
             return np.zeros((0, 0), dtype=np.float32)
-        rows = await _all([self._embed_image(img) for img in images])
+        rows = await gather_all([self._embed_image(img) for img in images])
         return _stack(rows, self.endpoint)
 
     async def embed_texts(self, texts: list[str]) -> np.ndarray:
@@ -140,7 +137,7 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         chunks = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
-        parts = await _all([self._embed_chunk(c) for c in chunks])
+        parts = await gather_all([self._embed_chunk(c) for c in chunks])
         return _stack([row for part in parts for row in part], self.endpoint)
 
     async def embed_queries(self, texts: list[str]) -> np.ndarray:
@@ -177,61 +174,13 @@ class OpenAIEmbedder:
         }
 
     async def _embed_image(self, image: Image) -> np.ndarray:
-        async with self._semaphore():
+        async with self._limit.current(self.concurrency):
             body = await asyncio.to_thread(self.image_body, image)
             return (await self._post(body, 1))[0]
 
     async def _embed_chunk(self, texts: list[str]) -> list[np.ndarray]:
-        async with self._semaphore():
+        async with self._limit.current(self.concurrency):
             return await self._post(self.text_body(texts), len(texts))
-
-    def _semaphore(self) -> asyncio.Semaphore:
-        # A semaphore belongs to one event loop; the CLI may run several loops in turn.
-        loop = asyncio.get_running_loop()
-        if self._limit is None or self._limit_loop is not loop:
-            self._limit = asyncio.Semaphore(self.concurrency)
-            self._limit_loop = loop
-        return self._limit
-
-    def _client_for_loop(self) -> httpx.AsyncClient:
-        # An AsyncClient is bound to the loop it first ran on: a fresh one per loop.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client.is_closed or self._loop is not loop:
-            headers = {"Content-Type": "application/json"}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            verify: ssl.SSLContext | bool = (
-                tls_context() if self.base_url.startswith("https:") else False
-            )
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s), headers=headers, verify=verify
-            )
-            self._loop = loop
-        return self._client
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        loop, self._loop = self._loop, None
-        if client is not None and not client.is_closed and loop is asyncio.get_running_loop():
-            await client.aclose()
-
-    async def __aenter__(self) -> OpenAIEmbedder:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _where(self) -> str:
-        return f"the embedding server at {self.endpoint}"
-
-    def _tries(self) -> str:
-        n = self.max_retries
-        return f"{n} {'try' if n == 1 else 'tries'}"
 
     async def _post(self, body: dict[str, Any], n: int) -> list[np.ndarray]:
         """Send ``body`` (retrying as the module doc says) and return its ``n`` rows."""
@@ -241,122 +190,51 @@ class OpenAIEmbedder:
         for attempt in range(self.max_retries):
             if attempt:
                 await asyncio.sleep(self._delay(attempt - 1, retry_after))
-            retry_after = None
-            try:
-                resp = await client.post(self.endpoint, json=body)
-            except httpx.TimeoutException:
-                failure = (
-                    f"{self._where()} did not answer within {self.timeout_s:g} s "
-                    f"({self._tries()}); is it overloaded, or is the model still loading?"
-                )
-                continue
-            except httpx.ConnectError as e:
-                failure = (
-                    f"cannot reach {self._where()}: {network_reason(e)} ({self._tries()}) "
-                    f"— is it running? (hammr.toml [{self.config_table}] base_url)"
-                )
-                continue
-            except httpx.TransportError as e:
-                failure = (
-                    f"the connection to {self._where()} failed ({self._tries()}): "
-                    f"{network_reason(e)}"
-                )
-                continue
-            status = resp.status_code
-            if status == 429 or status >= 500:
-                what = "is rate-limiting requests" if status == 429 else "failed"
-                failure = (
-                    f"{self._where()} {what} (HTTP {status}, {self._tries()}): "
-                    f"{server_message(resp)}"
-                )
-                retry_after = retry_after_s(resp)
-                continue
-            if status >= 400:
-                raise self._client_error(resp)
-            return self._rows(resp, n)
+            outcome = await self._attempt(client, self.endpoint, body, self.endpoint)
+            if isinstance(outcome, httpx.Response):
+                return self._rows(outcome, n)
+            failure, retry_after = outcome.message, outcome.retry_after
         raise EmbeddingError(failure)
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, MAX_RETRY_AFTER_S)
-        return float(self.backoff_s * (2**attempt) * random.uniform(0.5, 1.0))
-
-    def _client_error(self, resp: httpx.Response) -> EmbeddingError:
-        status = resp.status_code
-        msg = server_message(resp)
-        if status in (401, 403):
-            if self.api_key_env is None:
-                how = f"set api_key_env in hammr.toml [{self.config_table}]"
-            elif self.api_key:
-                how = f"check the key in {self.api_key_env}"
-            else:
-                how = f"set {self.api_key_env} to a valid key; it is not set now"
-            return EmbeddingError(
-                f"{self._where()} rejected the API key (HTTP {status}; {how}): {msg}"
-            )
-        if status == 404:
-            return EmbeddingError(
-                f"{self._where()} answered 404 for model {self.model!r}: {msg} (check "
-                f"hammr.toml [{self.config_table}] model, and that base_url ends in /v1)"
-            )
-        return EmbeddingError(
-            f"{self._where()} refused the request for model {self.model!r} (HTTP {status}): {msg}"
-        )
-
     def _rows(self, resp: httpx.Response, n: int) -> list[np.ndarray]:
-        """The rows of a reply, in ``index`` order, checked: ``n`` of them, of one size, finite."""
-        try:
-            data = resp.json()
-        except (ValueError, UnicodeDecodeError):
-            raise EmbeddingError(
-                f"{self._where()} sent a reply that is not JSON: {one_line(resp.text, 200)!r}"
-            ) from None
+        """The rows of a reply, in ``index`` order, checked: ``n`` of them, flat lists of
+        numbers (:func:`_stack` checks their sizes and values)."""
+        where = self._where(self.endpoint)
+        data = self._reply_json(resp, self.endpoint)
         items = data.get("data") if isinstance(data, dict) else None
         if not isinstance(items, list):
             raise EmbeddingError(
-                f"{self._where()} sent a reply without a 'data' list: {one_line(resp.text, 200)!r}"
+                f"{where} sent a reply without a 'data' list: {excerpt(resp.text)!r}"
             )
         if len(items) != n:
             raise EmbeddingError(
-                f"{self._where()} sent {len(items)} embeddings for {n} "
-                f"{'input' if n == 1 else 'inputs'}"
+                f"{where} sent {len(items)} embeddings for {n} {'input' if n == 1 else 'inputs'}"
             )
         indices = [
             it.get("index", pos) if isinstance(it, dict) else pos for pos, it in enumerate(items)
         ]
         if sorted(i for i in indices if isinstance(i, int)) != list(range(n)):
             raise EmbeddingError(
-                f"{self._where()} sent embeddings with indices {indices}, expected 0 to {n - 1}"
+                f"{where} sent embeddings with indices {indices}, expected 0 to {n - 1}"
             )
         out: list[np.ndarray] = [np.zeros(0)] * n
         for index, item in zip(indices, items, strict=True):
             values = item.get("embedding") if isinstance(item, dict) else None
             if not isinstance(values, list) or not values:
                 raise EmbeddingError(
-                    f"{self._where()} sent embedding {index} that is not a list of numbers "
+                    f"{where} sent embedding {index} that is not a list of numbers "
                     "(the request asked for encoding_format float)"
                 )
             try:
                 row = np.asarray(values, dtype=np.float64)
             except (TypeError, ValueError):
                 raise EmbeddingError(
-                    f"{self._where()} sent embedding {index} that is not a list of numbers"
+                    f"{where} sent embedding {index} that is not a list of numbers"
                 ) from None
             if row.ndim != 1:
-                raise EmbeddingError(f"{self._where()} sent embedding {index} that is not flat")
+                raise EmbeddingError(f"{where} sent embedding {index} that is not flat")
             out[index] = row
         return out
-
-
-async def _all(calls: list[Awaitable[T]]) -> list[T]:
-    """Await every call concurrently; on the first failure cancel the rest and raise it."""
-    tasks = [asyncio.ensure_future(c) for c in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        raise
 
 
 def _stack(rows: list[np.ndarray], endpoint: str) -> np.ndarray:

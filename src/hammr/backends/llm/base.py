@@ -15,12 +15,21 @@ Role = Literal["system", "user", "assistant"]
 
 @dataclass(frozen=True)
 class ImagePart:
-    """An image inside a message; sent as a base64 data URL to servers that take images."""
+    """An image inside a message; sent as a base64 data URL to servers that take images.
+
+    The URL is encoded once and kept: a conversation re-sends its earlier images with every
+    request, and the same bytes each time.
+    """
 
     image: Image
+    _url: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def data_url(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.image.png_bytes()).decode()
+        if self._url is None:
+            url = "data:image/png;base64," + base64.b64encode(self.image.png_bytes()).decode()
+            object.__setattr__(self, "_url", url)
+            return url
+        return self._url
 
 
 ContentPart = str | ImagePart
@@ -80,6 +89,26 @@ class LLMResponse:
     finish_reason: str | None = None
 
 
+DEFAULT_MAX_IMAGES = 8
+DEFAULT_MAX_IMAGE_PIXELS = 1_003_520
+"""1280 * 28 * 28: Qwen2-VL's and Qwen2.5-VL's default ``max_pixels``."""
+
+
+@dataclass(frozen=True)
+class VisionLimits:
+    """What a model that sees may be shown in one conversation: at most ``max_images`` images,
+    each downscaled (aspect kept) to at most ``max_image_pixels`` pixels."""
+
+    max_images: int = DEFAULT_MAX_IMAGES
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+
+    def __post_init__(self) -> None:
+        if self.max_images < 1:
+            raise ValueError(f"max_images must be at least 1, got {self.max_images}")
+        if self.max_image_pixels < 1:
+            raise ValueError(f"max_image_pixels must be at least 1, got {self.max_image_pixels}")
+
+
 class LLMError(RuntimeError):
     """A model call failed in a way a person can act on (message says how)."""
 
@@ -89,7 +118,12 @@ GrammarSupport = Literal["none", "gbnf"]
 
 @runtime_checkable
 class LLM(Protocol):
-    """A language model: messages in, text and token usage out."""
+    """A language model: messages in, text and token usage out.
+
+    A backend whose model sees images says so with a ``vision: bool`` attribute and may give
+    its limits as ``vision_limits: VisionLimits``; both are optional (read them with
+    :func:`sees_images` and :func:`vision_limits_of`): a backend without them is text-only.
+    """
 
     @property
     def name(self) -> str: ...
@@ -100,6 +134,18 @@ class LLM(Protocol):
         ...
 
     async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+
+def sees_images(llm: object) -> bool:
+    """Whether ``llm`` is shown the images of a conversation (its ``vision`` is True); False
+    for backends without the attribute."""
+    return getattr(llm, "vision", False) is True
+
+
+def vision_limits_of(llm: object) -> VisionLimits:
+    """``llm``'s :class:`VisionLimits`, or the defaults where it gives none."""
+    limits = getattr(llm, "vision_limits", None)
+    return limits if isinstance(limits, VisionLimits) else VisionLimits()
 
 
 def apply_stop(text: str, stop: tuple[str, ...]) -> str:

@@ -19,6 +19,9 @@ from hammr.backends.llm.base import (
     LLMRequest,
     LLMResponse,
     Usage,
+    VisionLimits,
+    sees_images,
+    vision_limits_of,
 )
 from hammr.values import Image
 
@@ -88,6 +91,15 @@ class CachedLLM:
     @property
     def grammar_support(self) -> GrammarSupport:
         return self.inner.grammar_support
+
+    @property
+    def vision(self) -> bool:
+        """Whether the wrapped model sees images (the cache keys on their pixels)."""
+        return sees_images(self.inner)
+
+    @property
+    def vision_limits(self) -> VisionLimits:
+        return vision_limits_of(self.inner)
 
     async def prepare(self) -> None:
         """The wrapped model's one-time setup (see :func:`hammr.eval.runner.prepare`)."""

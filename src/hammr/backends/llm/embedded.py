@@ -229,6 +229,11 @@ class EmbeddedLLM:
     def grammar_support(self) -> GrammarSupport:
         return "gbnf"
 
+    @property
+    def vision(self) -> bool:
+        """False: the model is text-only (agents show it images as text)."""
+        return False
+
     def load(self) -> None:
         """Load (or attach to the already loaded) model now instead of on the first call."""
         if self._loaded is None:

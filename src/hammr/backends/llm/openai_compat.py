@@ -8,22 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import random
-import ssl
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 
-from hammr.backends.http_replies import (
-    excerpt,
-    network_reason,
-    retry_after_s,
-    server_message,
-    tls_context,
-)
+from hammr.backends.http_client import OpenAIStyleClient
+from hammr.backends.http_replies import excerpt
 from hammr.backends.llm.base import (
     GrammarSupport,
     LLMError,
@@ -31,6 +22,7 @@ from hammr.backends.llm.base import (
     LLMResponse,
     Message,
     Usage,
+    VisionLimits,
     apply_stop,
     flatten_messages,
 )
@@ -38,8 +30,6 @@ from hammr.backends.pool import ReplicaPool
 
 ServerKind = Literal["auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"]
 Mode = Literal["chat", "completion"]
-
-_CONFIG_HINT = "(hammr.toml [llm] base_url)"
 
 
 def _grammar_fields(server: ServerKind, grammar: str) -> dict[str, Any]:
@@ -82,7 +72,7 @@ def _message_json(m: Message) -> dict[str, Any]:
     return {"role": m.role, "content": parts}
 
 
-class OpenAICompatLLM:
+class OpenAICompatLLM(OpenAIStyleClient):
     """An :class:`~hammr.backends.llm.base.LLM` over an OpenAI-compatible HTTP server.
 
     ``max_retries`` is the number of tries in all (1 = no retry). Retries cover 429, 5xx,
@@ -94,7 +84,16 @@ class OpenAICompatLLM:
     A try that fails at the transport level (refused, timed out, dropped) sets that replica
     aside and is repeated at once, without backoff, on a replica not yet tried in this try
     while one is up; only when none is left does the try count against ``max_retries``.
+
+    Errors name the server as ``server_label`` and point to the hammr.toml table
+    ``config_table`` (a client configured elsewhere, as the served VLM, names its own).
     """
+
+    error_type: ClassVar[type[Exception]] = LLMError
+    _unreachable_says_tries: ClassVar[bool] = False
+    _no_key_env_advice: ClassVar[str] = (
+        "set api_key_env in hammr.toml [{table}] to the variable holding the key"
+    )
 
     def __init__(
         self,
@@ -109,26 +108,34 @@ class OpenAICompatLLM:
         backoff_s: float = 0.5,
         max_retry_after_s: float = 30.0,
         extra_body: dict[str, Any] | None = None,
+        vision: bool = False,
+        vision_limits: VisionLimits | None = None,
+        config_table: str = "llm",
+        server_label: str = "LLM server",
     ) -> None:
         if mode not in ("chat", "completion"):
             raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
         if server not in ("auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"):
             raise ValueError(f"unknown server kind {server!r}")
         self.pool = base_url if isinstance(base_url, ReplicaPool) else ReplicaPool(base_url)
+        super().__init__(
+            self.pool.urls,
+            model,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_retry_after_s=max_retry_after_s,
+        )
         self.base_url = self.pool.urls[0]
         """The first (often the only) replica's URL; every one is in ``base_urls``."""
-        self.model = model
-        self.api_key_env = api_key_env
-        self.api_key = os.environ.get(api_key_env) if api_key_env else None
         self.mode: Mode = mode
         self.server: ServerKind = server
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max(1, int(max_retries))
-        self.backoff_s = float(backoff_s)
-        self.max_retry_after_s = float(max_retry_after_s)
         self.extra_body = dict(extra_body or {})
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.vision = vision and mode == "chat"  # the model sees images; completion takes text
+        self.vision_limits = vision_limits or VisionLimits()
+        self.config_table = config_table
+        self.server_label = server_label
 
     @property
     def name(self) -> str:
@@ -180,104 +187,18 @@ class OpenAICompatLLM:
         _merge(body, self.extra_body)
         return body
 
-    def _client_for_loop(self) -> httpx.AsyncClient:
-        # An AsyncClient is bound to the loop it first ran on; the CLI may call asyncio.run
-        # several times, so make a fresh one whenever the loop changes.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client.is_closed or self._loop is not loop:
-            headers = {"Content-Type": "application/json"}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            # Plain http never does TLS (redirects are not followed), so skip the CA bundle.
-            https = any(u.startswith("https:") for u in self.base_urls)
-            verify: ssl.SSLContext | bool = tls_context() if https else False
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s), headers=headers, verify=verify
-            )
-            self._loop = loop
-        return self._client
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        loop, self._loop = self._loop, None
-        if client is None or client.is_closed:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - aclose is async, a loop always runs
-            return
-        if loop is running:
-            await client.aclose()
-
-    async def __aenter__(self) -> OpenAICompatLLM:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.max_retry_after_s)
-        return float(self.backoff_s * (2**attempt) * random.uniform(0.5, 1.0))
-
-    def _where(self, url: str) -> str:
-        return f"the LLM server at {url}"
-
-    def _tries(self) -> str:
-        n = self.max_retries
-        return f"{n} {'try' if n == 1 else 'tries'}"
-
     async def complete(self, request: LLMRequest) -> LLMResponse:
         body = self.build_body(request)
         client = self._client_for_loop()
-        failure = ""
         attempt = 0
         tried: set[str] = set()  # replicas unreachable in this try
         while True:
-            retry_after: float | None = None
-            unreachable: str | None = None  # why the replica could not be reached
             async with self.pool.acquire(avoid=tried) as url:
-                try:
-                    resp = await client.post(self.endpoint_at(url), json=body)
-                except httpx.TimeoutException:
-                    unreachable = f"no answer within {self.timeout_s:g} s"
-                    failure = (
-                        f"{self._where(url)} did not answer within {self.timeout_s:g} s "
-                        f"({self._tries()}); is it overloaded, or is the model still loading?"
-                    )
-                except httpx.ConnectError as e:
-                    unreachable = network_reason(e)
-                    failure = (
-                        f"cannot reach the LLM server at {url}: {unreachable} "
-                        f"— is it running? {_CONFIG_HINT}"
-                    )
-                except httpx.TransportError as e:
-                    unreachable = network_reason(e)
-                    failure = (
-                        f"the connection to {self._where(url)} failed "
-                        f"({self._tries()}): {unreachable}"
-                    )
-                else:
-                    self.pool.mark_up(url)
-                    status = resp.status_code
-                    if status == 429 or status >= 500:
-                        what = "is rate-limiting requests" if status == 429 else "failed"
-                        failure = (
-                            f"{self._where(url)} {what} (HTTP {status}, {self._tries()}): "
-                            f"{server_message(resp)}"
-                        )
-                        retry_after = retry_after_s(resp)
-                    elif status >= 400:
-                        raise self._client_error(resp, url)
-                    else:
-                        return self._parse(resp, request, url)
-            if unreachable is not None:
-                self.pool.mark_down(url, unreachable)
+                outcome = await self._attempt(client, self.endpoint_at(url), body, url)
+                if isinstance(outcome, httpx.Response):
+                    return self._parse(outcome, request, url)
+            if outcome.unreachable is not None:
+                self.pool.mark_down(url, outcome.unreachable)
                 tried.add(url)
                 if self.pool.available(avoid=tried):
                     continue  # fail over at once to another replica
@@ -285,42 +206,24 @@ class OpenAICompatLLM:
             if attempt >= self.max_retries:
                 break
             tried.clear()
-            await asyncio.sleep(self._delay(attempt - 1, retry_after))
-        if unreachable is not None and len(self.pool) > 1 and self.pool.all_down():
+            await asyncio.sleep(self._delay(attempt - 1, outcome.retry_after))
+        failure = outcome.message
+        if outcome.unreachable is not None and len(self.pool) > 1 and self.pool.all_down():
             failure = (
-                f"all {len(self.pool)} LLM servers are unreachable: {self.pool.describe_down()} "
-                f"— are they running? {_CONFIG_HINT}"
+                f"all {len(self.pool)} {self.server_label}s are unreachable: "
+                f"{self.pool.describe_down()} — are they running? {self._config_hint()}"
             )
         raise LLMError(failure)
 
-    def _client_error(self, resp: httpx.Response, url: str) -> LLMError:
-        status = resp.status_code
-        msg = server_message(resp)
-        if status in (401, 403):
-            if self.api_key_env is None:
-                how = "set api_key_env in hammr.toml [llm] to the variable holding the key"
-            elif self.api_key:
-                how = f"check the key in {self.api_key_env}"
-            else:
-                how = f"set {self.api_key_env} to a valid key; it is not set now"
-            return LLMError(
-                f"{self._where(url)} rejected the API key (HTTP {status}; {how}): {msg}"
-            )
-        if status == 404:
-            return LLMError(
-                f"{self._where(url)} answered 404 for model {self.model!r} at "
-                f"{self.endpoint_at(url)}: {msg} (check hammr.toml [llm] model, and that "
-                "base_url ends in /v1)"
-            )
-        return LLMError(f"{self._where(url)} refused the request (HTTP {status}): {msg}")
+    def _answered(self, url: str) -> None:
+        self.pool.mark_up(url)
+
+    def _request_text(self, url: str, status: int) -> str:
+        # a 404 names the model and the endpoint asked; another refusal names neither
+        return f" for model {self.model!r} at {self.endpoint_at(url)}" if status == 404 else ""
 
     def _parse(self, resp: httpx.Response, request: LLMRequest, url: str) -> LLMResponse:
-        try:
-            data = resp.json()
-        except (ValueError, UnicodeDecodeError):
-            raise LLMError(
-                f"{self._where(url)} sent a reply that is not JSON: {excerpt(resp.text)!r}"
-            ) from None
+        data = self._reply_json(resp, url)
         choice = None
         if isinstance(data, dict):
             choices = data.get("choices")

@@ -11,6 +11,7 @@ from hammr.backends.llm.base import (
     LLMRequest,
     LLMResponse,
     Usage,
+    VisionLimits,
     apply_stop,
 )
 
@@ -32,6 +33,10 @@ class ScriptedLLM:
     """'gbnf' claims grammar support, to test that path; grammars are recorded, not applied."""
     requests: list[LLMRequest] = field(default_factory=list)
     _next: int = 0
+    vision: bool = False
+    """True plays a model that sees: agents attach images to its messages (see
+    :mod:`hammr.vision`)."""
+    vision_limits: VisionLimits = field(default_factory=VisionLimits)
 
     @classmethod
     def from_texts(cls, texts: Iterable[str]) -> ScriptedLLM:

