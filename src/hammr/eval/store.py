@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from hammr.eval.types import RunRecord
+from hammr.sqlite_file import SqliteFile
 from hammr.trace import Trace, image_refs
 from hammr.values import Image
 
@@ -201,26 +200,16 @@ def _walk(trace: Trace) -> Iterator[Trace]:
             yield from _walk(s.child)
 
 
-class RunStore:
+class RunStore(SqliteFile):
     """Evaluation runs in one SQLite file (see the module docstring)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(path, _SCHEMA, error=StoreError, what="run store")
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL under WAL: a committed sample survives the process being killed
-            # (only an OS crash or power loss may lose the last few).
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
             self._migrate()
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: not a usable run store ({e})") from None
-        self._lock = threading.Lock()
 
     def _migrate(self) -> None:
         """Bring a store made by an older hammr up to this schema: add the ``agent`` and
@@ -256,33 +245,6 @@ class RunStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
-        with self._lock:
-            return self._db.execute(sql, tuple(params)).fetchall()
 
     # -- runs ------------------------------------------------------------------------------
 

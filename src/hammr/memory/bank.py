@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +57,7 @@ from hammr.memory.viewpoints import (
     viewpoint_name,
     viewpoint_names,
 )
+from hammr.sqlite_file import SqliteFile
 from hammr.values import Image, ImageLoadError
 
 FORMAT = "hammr-experience-bank/1"
@@ -272,7 +271,7 @@ def _blob(vector: np.ndarray) -> bytes:
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
-class ExperienceBank:
+class ExperienceBank(SqliteFile):
     """Experiences and their embeddings in one SQLite file (see the module docstring).
 
     ``embedder``: any :class:`~hammr.memory.embedders.ViewEmbedder` or hammr embedding
@@ -290,20 +289,12 @@ class ExperienceBank:
         viewpoints: Sequence[str] | None = None,
         max_images: int = DEFAULT_MAX_IMAGES,
     ) -> None:
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_images = int(max_images)
+        super().__init__(path, _SCHEMA, error=BankError, what="experience bank", reentrant=True)
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
             fmt = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         except sqlite3.DatabaseError as e:
             raise BankError(f"{self.path}: not a usable experience bank ({e})") from None
-        self._lock = threading.RLock()
         self._images: OrderedDict[str, Image | None] = OrderedDict()
         wanted = viewpoint_names(viewpoints) if viewpoints is not None else None
         if fmt is None:
@@ -335,33 +326,6 @@ class ExperienceBank:
             except (BankError, EmbedderError):
                 self._db.close()
                 raise
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> ExperienceBank:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
-        with self._lock:
-            return self._db.execute(sql, tuple(params)).fetchall()
 
     def _meta(self, key: str) -> str | None:
         rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
