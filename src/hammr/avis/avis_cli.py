@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 EPILOG_AVIS = """\
 \b
 Examples:
-  hammr eval --suite infoseek --system avis --run avis-hand
+  hammr eval --suite avis --data-dir DATA --system avis --name avis-hand
   hammr avis analyze avis-hand -o figures/            # the paper's figures 6-13
   hammr avis induce avis-hand -o learned.toml         # the graph successful runs followed
   hammr avis graph learned.toml                       # check it, print its edges
   # in hammr.toml:  [avis]  graph = "learned.toml"    then evaluate again:
-  hammr eval --suite infoseek --system avis --run avis-learned
+  hammr eval --suite avis --data-dir DATA --system avis --name avis-learned
   hammr report avis-hand avis-learned --html compare.html
 
 \b
