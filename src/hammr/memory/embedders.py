@@ -78,20 +78,26 @@ def normalised(rows: np.ndarray, n: int, who: str) -> np.ndarray:
     return out
 
 
+def _required_name(backend: object, name: str | None) -> str:
+    """The embedder's name (given, or the backend's own); the bank records which embedder
+    made its rows, so an unnamed one is an EmbedderError."""
+    found = name or backend_name(backend)
+    if not found:
+        raise EmbedderError(
+            f"name the embedder {type(backend).__name__} (name=...): the bank records "
+            "which embedder made its rows"
+        )
+    return found
+
+
 class TextViewEmbedder:
     """A text-only 'embed' backend as a :class:`ViewEmbedder` (images are ignored)."""
 
     sees_images = False
 
     def __init__(self, backend: TextEmbedder, name: str | None = None) -> None:
-        found = name or backend_name(backend)
-        if not found:
-            raise EmbedderError(
-                f"name the embedder {type(backend).__name__} (name=...): the bank records "
-                "which embedder made its rows"
-            )
         self.backend = backend
-        self.name = found
+        self.name = _required_name(backend, name)
 
     async def embed(self, views: Sequence[ViewInput]) -> np.ndarray:
         texts = [v.text for v in views]
@@ -106,14 +112,8 @@ class ImageTextViewEmbedder:
     sees_images = True
 
     def __init__(self, backend: ImageTextEmbedder, name: str | None = None) -> None:
-        found = name or backend_name(backend)
-        if not found:
-            raise EmbedderError(
-                f"name the embedder {type(backend).__name__} (name=...): the bank records "
-                "which embedder made its rows"
-            )
         self.backend = backend
-        self.name = found
+        self.name = _required_name(backend, name)
 
     async def embed(self, views: Sequence[ViewInput]) -> np.ndarray:
         if not views:

@@ -16,14 +16,13 @@ it is there (the explanation then holds only the boxes that could be linked).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hammr.agent import AgentResult, mark_cancelled
+from hammr.agent import AgentResult, traced
 from hammr.backends.llm.base import LLM, ImagePart, LLMError, LLMRequest, Message
 from hammr.eval.metrics.explanation import BoxRef, GroundedExplanation
 from hammr.programs.explain import BOX_TOKEN
@@ -161,7 +160,10 @@ class DirectSystem:
         model, image = model_and_image(NAME, self.llm, ctx, inputs)
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {"image": encode_value(image, trace.images)}
-        ctx.trace_started(trace)
+        with traced(trace, ctx):
+            return await self._answer(question, image, model, trace)
+
+    async def _answer(self, question: str, image: Image, model: LLM, trace: Trace) -> AgentResult:
         step = Step(index=0, tool="DIRECT", thought="answering and explaining in one call")
         trace.steps.append(step)
         started = time.perf_counter()
@@ -171,11 +173,8 @@ class DirectSystem:
             step.error_kind, step.error = "llm_failure", str(e)
             trace.status, trace.error = "llm_failure", str(e)
             return AgentResult(None, trace)
-        except asyncio.CancelledError:
-            mark_cancelled(trace)
-            raise
         finally:
-            step.llm_latency_s = trace.latency_s = time.perf_counter() - started
+            step.llm_latency_s = time.perf_counter() - started
         step.raw = reply.text
         step.usage = StepUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
         try:
