@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
+from hammr.advice import Advisor, Situation, advice_record
 from hammr.backends.llm.base import (
     LLM,
     LLMError,
@@ -172,6 +173,7 @@ class ReActAgent:
         finish_on_last_step: bool = True,
         question_variable: bool = False,
         final_tools: Collection[str] = (),
+        advisors: Sequence[Advisor] = (),
     ) -> None:
         names = [t.name for t in tools]
         dupes = {n for n in names if names.count(n) > 1}
@@ -198,6 +200,9 @@ class ReActAgent:
         self.final_tools = frozenset(final_tools)
         """Tools whose successful result is this agent's answer: the run ends there (the
         dispatcher relays its specialist's answer without another LLM call)."""
+        self.advisors: tuple[Advisor, ...] = tuple(advisors)
+        """Asked before every model call; their advice joins the newest user turn (see
+        :mod:`hammr.advice`)."""
         unknown = self.final_tools - set(self.tools)
         if unknown:
             raise ValueError(f"agent {name}: final_tools not among its tools: {sorted(unknown)}")
@@ -205,6 +210,16 @@ class ReActAgent:
 
     def with_tools(self, tools: Sequence[Tool]) -> ReActAgent:
         """The same agent with other tools (final tools kept where still present)."""
+        return self._copy(tools=tools)
+
+    def with_advisors(self, advisors: Sequence[Advisor]) -> ReActAgent:
+        """The same agent asking ``advisors`` (instead of its own) before every model call."""
+        return self._copy(advisors=advisors)
+
+    def _copy(
+        self, *, tools: Sequence[Tool] | None = None, advisors: Sequence[Advisor] | None = None
+    ) -> ReActAgent:
+        tools = list(self.tools.values()) if tools is None else tools
         names = {t.name for t in tools}
         return ReActAgent(
             name=self.name,
@@ -221,6 +236,7 @@ class ReActAgent:
             finish_on_last_step=self.finish_on_last_step,
             question_variable=self.question_variable,
             final_tools=[n for n in self.final_tools if n in names],
+            advisors=self.advisors if advisors is None else advisors,
         )
 
     # -- the Tool protocol ----------------------------------------------------------------
@@ -340,6 +356,8 @@ class ReActAgent:
         step = Step(index=index)
         previous = run.trace.steps[-1] if run.trace.steps else None
         run.trace.steps.append(step)
+        if self.advisors:
+            await self._advise(run, step, ctx)
         messages = list(run.messages)
         looping = len(run.trace.steps) > 2 and all(
             s.error_kind == "repeated_action" for s in run.trace.steps[-3:-1]
@@ -453,12 +471,41 @@ class ReActAgent:
         step.output = encode_value(result.value, run.trace.images)
         step.child = result.child_trace
         step.observation = observation_for(var, result.value, result)
+        if result.retrieved is not None:
+            step.retrieved.append(result.retrieved)
         shown = labelled_images(var, result.value)
         run.messages.append(await self._user_turn(run, f"[Observe]: {step.observation}", shown))
         if result.final or act.tool in self.final_tools:
             step.finish = result.observation if result.observation is not None else ""
             run.trace.answer = step.finish
             run.trace.status = "finished"
+
+    async def _advise(self, run: _Run, step: Step, ctx: ToolContext) -> None:
+        """Ask the advisors; their advice joins the newest user turn, not yet sent. A failing
+        advisor is recorded in the step and the run goes on without its advice."""
+        situation = Situation(
+            self.name, run.trace.question, step.index, run.trace, run.variables, ctx
+        )
+        for advisor in self.advisors:
+            try:
+                advice = await advisor.advise(situation)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                step.retrieved.append(
+                    {
+                        "source": advisor.name,
+                        "policy": "advisor",
+                        "text": "",
+                        "error": f"{type(e).__name__}: {e}",
+                    }
+                )
+                continue
+            if advice is None:
+                continue
+            step.retrieved.append(advice_record(advisor.name, advice))
+            if advice.text.strip():
+                run.messages[-1] = with_note(run.messages[-1], advice.text.strip())
 
     async def _user_turn(
         self, run: _Run, text: str, images: Sequence[tuple[str, Image]]

@@ -16,6 +16,7 @@ from hammr.config import ConfigError, load_config
 from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
 from hammr.eval.explain_cli import explain_cmd
+from hammr.memory.memory_cli import memory
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
 
@@ -453,6 +454,7 @@ def route_cmd(
 
 
 main.add_command(kb)
+main.add_command(memory)
 main.add_command(eval_cmd)
 main.add_command(report_cmd)
 main.add_command(runs_cmd)

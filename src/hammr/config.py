@@ -102,6 +102,31 @@ DEFAULTS: dict[str, Any] = {
         # what the detector is asked for, comma-separated (default: its own classes)
         "object_names": "",
     },
+    # memory of past runs (MuSEAgent's experience bank; the Reflexion and ExpeL baselines):
+    # what --system muse / reflexion / expel read, and how the bank is searched
+    "memory": {
+        # the memory file: an experience bank (`hammr memory build`) for muse and for any agent
+        # given SearchExperiences; a reflexion or expel memory for those systems
+        "path": "",
+        # agent: the agent calls SearchExperiences when it wants (MuSEAgent); every_step: a
+        # search is made on entering each new state and its guidance shown with the state
+        "policy": "agent",
+        # breadth: hits per search; depth: viewpoints a deep search goes through
+        "k": 3,
+        "depth": 3,
+        # keep experiences the annotator scored at least this (0-10, inclusive; 0 keeps every
+        # annotated experience)
+        "min_score": 5,
+        # correct (learned from success), incorrect (from failure) or both
+        "sources": "both",
+        # the viewpoints searched, in order, '+'-joined components separated by commas
+        # (e.g. "question+images, question, task+history"); "": the bank's own order
+        "viewpoints": "",
+        # only experiences from datasets other than the question's (the out-of-domain setting)
+        "out_of_domain": False,
+        # one hit per source task
+        "dedupe": True,
+    },
     "tools": {
         "ocr": {"backend": "tesseract", "lang": "eng"},
     },
@@ -116,6 +141,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "agent.setting": ("auto", "tools_only", "with_vqa"),
     "agent.router": ("auto", "llm", "neighbours", "hybrid"),
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
+    "memory.policy": ("agent", "every_step"),
+    "memory.sources": ("correct", "incorrect", "both"),
 }
 
 
@@ -140,6 +167,9 @@ _LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
     "avis.max_steps": (lambda v: v >= 1, "at least 1"),
     "avis.max_tries_per_state": (lambda v: v >= 1, "at least 1"),
     "avis.max_objects": (lambda v: v >= 0, "0 or more"),
+    "memory.k": (lambda v: v >= 1, "at least 1"),
+    "memory.depth": (lambda v: v >= 1, "at least 1"),
+    "memory.min_score": (lambda v: 0 <= v <= 10, "0-10"),
 }
 """The range of every numeric setting, as (test, what the message says it should be)."""
 

@@ -81,6 +81,7 @@ _STEP_FIELDS = {
     "reasoner": "str",
     "backtrack": "bool",
     "calls": "int?",
+    "retrieved": "list",
     "child": "object?",
 }
 _TRACE_FIELDS = {
@@ -205,6 +206,10 @@ class Step:
     calls: int | None = None
     """Model calls this step made, where not one (AVIS: planner, object selector and
     reasoner in one step); None counts as one, or none for a router's or a program's step."""
+    retrieved: list[dict[str, JSON]] = field(default_factory=list)
+    """What memory gave this step: one record per retrieval (an advisor's before the model
+    call, a memory tool's after it), each with ``source``, ``policy`` and ``text`` and, for
+    experience search, the ``hits`` with their scores (see :mod:`hammr.advice`)."""
     child: Trace | None = None
 
     def to_dict(self) -> dict[str, JSON]:

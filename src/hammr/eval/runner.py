@@ -188,7 +188,11 @@ async def _answer_and_score(
     try:
         inputs = await asyncio.to_thread(sample_inputs, sample, max_pixels)
         question = question_text(sample)
-        ctx = replace(ctx_factory(), on_trace=partial.append)
+        ctx = replace(
+            ctx_factory(),
+            on_trace=partial.append,
+            task=(record.dataset, record.question_type),
+        )
         deadline = WorkDeadline(timeout_s)
         async with deadline:
             result = await system.run(question, inputs, ctx=ctx)

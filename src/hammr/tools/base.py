@@ -128,6 +128,9 @@ class ToolResult:
     child_trace: Trace | None = None
     final: bool = False
     """End the calling agent's run with this observation as its answer (routing probes)."""
+    retrieved: dict[str, Any] | None = None
+    """What a memory tool retrieved, for the calling step's ``retrieved`` list in the trace
+    (see :mod:`hammr.advice`)."""
 
 
 @dataclass
@@ -144,6 +147,10 @@ class ToolContext:
     on_trace: Callable[[Trace], None] | None = None
     """Called with a run's trace as soon as the run creates it; the trace then grows in place.
     A caller that gives up on the run (a timeout) still holds what was done so far."""
+    task: tuple[str, str] | None = None
+    """(dataset, sub-task) of the question being answered, when the caller knows it (an
+    evaluation: the sample's suite entry and question type, as its stored record has them);
+    memory search uses it as the state's task descriptor."""
 
     def child(self) -> ToolContext:
         """The context for an agent called one level deeper."""
