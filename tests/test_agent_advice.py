@@ -107,7 +107,10 @@ def test_the_trace_records_advisor_and_tool_retrievals_in_order() -> None:
     )
     trace = make(llm, [CountingAdvisor()]).run_sync("What colour?", {"image": img()}).trace
     step0 = trace.steps[0].retrieved
-    assert [(r["source"], r["policy"]) for r in step0] == [("counting", "advisor"), ("muse", "tool")]
+    assert [(r["source"], r["policy"]) for r in step0] == [
+        ("counting", "advisor"),
+        ("muse", "tool"),
+    ]
     assert step0[0]["text"] == "Hint 0." and step0[0]["hits"] == [{"score": 7}]
     assert step0[1]["text"] == "advice for colour"
     assert [r["source"] for r in trace.steps[1].retrieved] == ["counting"]
@@ -116,9 +119,7 @@ def test_the_trace_records_advisor_and_tool_retrievals_in_order() -> None:
 
 
 def test_an_advisor_may_stay_silent_and_a_failing_one_is_recorded_not_fatal() -> None:
-    llm = ScriptedLLM(
-        ["[Thought]: ask\n[Act]: r = Recall('x')", "[Thought]: ok\n[Finish]: blue"]
-    )
+    llm = ScriptedLLM(["[Thought]: ask\n[Act]: r = Recall('x')", "[Thought]: ok\n[Finish]: blue"])
     result = make(llm, [FirstStepOnly(), Broken()]).run_sync("Q?", {"image": img()})
     assert result.answer == "blue" and result.trace.status == "finished"
     first, second = (texts(r.messages) for r in llm.requests)
