@@ -373,7 +373,7 @@ def test_vstar_folders(tmp_path: Path) -> None:
         letter = s.answers[0]
         assert s.choices["ABCD".index(letter)] == record["options"][0]
         assert s.question == record["question"]
-        assert s.question_type == "multiple_choice"
+    assert [s.question_type for s in samples] == ["attribute", "attribute", "relation"]
     assert samples[0].images["image"] == bench / "direct_attributes" / "sa_4690.jpg"
     assert samples[2].images["image"] == bench / "relative_position" / "sa_8001.png"
     assert samples[2].meta["category"] == "relative_position"
@@ -393,6 +393,9 @@ def test_vstar_question_file() -> None:
     assert glove.images["image"] == bench / "direct_attributes" / "sa_4690.jpg"
     assert samples[2].choices == ("right", "left")
     assert samples[2].answers == ("B",)
+    # the category is the sub-task MuSEAgent reports
+    assert [s.question_type for s in samples] == ["attribute", "attribute", "relation"]
+    assert samples[2].meta["category"] == "relative_position"
 
 
 def test_vstar_folder_without_annotations(tmp_path: Path) -> None:
@@ -457,6 +460,8 @@ def test_mme_realworld_lite(tmp_path: Path) -> None:
     assert roof.meta["subtask"] == "Remote Sensing"
     assert samples[1].answers == ("C",)  # spelled "Question type" in that record
     assert samples[2].answers == ("E",)
+    # the record's Task is the sub-task: perception or reasoning
+    assert [s.question_type for s in samples] == ["perception", "reasoning", "perception"]
     with pytest.raises(DatasetError, match="Answer choices"):
         load_dataset("mme_realworld_lite", path, multiple_choice_only=False)
 

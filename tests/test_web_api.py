@@ -164,6 +164,16 @@ def test_runs(served: tuple[httpx.Client, RunStore]) -> None:
     assert runs["run b/ü"]["failed"] == 1 and a["created"]
 
 
+def test_run_names(served: tuple[httpx.Client, RunStore]) -> None:
+    """The cheap list the viewer checks a memory hit's source run against."""
+    client, store = served
+    r = client.get("/api/run-names")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    assert r.json() == {"runs": ["run-a", "run b/ü"]}
+    assert r.json()["runs"] == store.run_names()
+    assert client.get("/api/run-names/x").status_code == 404
+
+
 def test_samples_paging_and_fields(served: tuple[httpx.Client, RunStore]) -> None:
     client, _ = served
     first = client.get("/api/runs/run-a/samples", params={"limit": 10}).json()

@@ -448,7 +448,7 @@ class ReActAgent:
             keywords = {k: resolve(v, run.variables) for k, v in act.kwargs}
             args = bind_arguments(tool, positional, keywords)
             step.arguments = {k: encode_value(v, run.trace.images) for k, v in args.items()}
-            result = await tool.invoke(args, ctx.for_step(step))
+            result = await tool.invoke(args, ctx.for_step(step, run.trace))
         except ResolveError as e:
             self._fail(run, step, e.kind, str(e))
             return

@@ -28,6 +28,7 @@ EPILOG_ASK = """\b
 Examples:
   hammr ask examples/plate.png "What is the licence plate number?"
   hammr ask photo.jpg "How many cars are there?" --show --trace out/trace.json
+  hammr ask photo.jpg "What colour is the umbrella?" --system muse --memory bank.db
   HAMMR_LLM__BACKEND=openai HAMMR_LLM__BASE_URL=http://127.0.0.1:8000/v1 \\
     HAMMR_LLM__MODEL=Qwen/Qwen2.5-VL-7B-Instruct hammr ask photo.jpg "What is this?"
 
@@ -59,6 +60,13 @@ def main() -> None:
     help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline), "
     "'mulprog' (a visual program with a grounded explanation) or an agent's name from "
     "`hammr agents`. Default: agent.system (hammr). --agent is the same option.",
+)
+@click.option(
+    "--memory",
+    "memory_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The memory file (sets memory.path): an experience bank for --system muse or the "
+    "agents of [memory] agents; the memory of --system reflexion or expel.",
 )
 @click.option(
     "--router",
@@ -96,6 +104,7 @@ def ask(
     image: Path,
     question: str,
     agent_name: str | None,
+    memory_path: Path | None,
     router: str | None,
     config_path: Path | None,
     trace_path: Path | None,
@@ -123,6 +132,9 @@ def ask(
         fail("the question is empty")
     try:
         cfg = load_config(config_path)
+        if memory_path is not None:
+            cfg.data["memory"]["path"] = str(memory_path)
+            cfg.sources["memory.path"] = "--memory"
         max_pixels = int(cfg.get("images.max_pixels"))
         img = Image.open(image, max_pixels=max_pixels)
         inputs: dict[str, object] = {"image": img}

@@ -126,6 +126,9 @@ DEFAULTS: dict[str, Any] = {
         "out_of_domain": False,
         # one hit per source task
         "dedupe": True,
+        # beyond the paper: HAMMR agents that also get SearchExperiences over the bank at
+        # path (comma-separated agent names, or "all": every agent but the dispatcher)
+        "agents": "",
     },
     "tools": {
         "ocr": {"backend": "tesseract", "lang": "eng"},

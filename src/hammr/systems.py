@@ -35,6 +35,11 @@ FACTORIES: dict[str, str] = {
     "mulprog-direct": "hammr.programs.direct:direct_system",
     "avis": "hammr.avis.system:avis_system",
     "avis-autonomous": "hammr.avis.system:autonomous_system",
+    "cot": "hammr.muse.system:cot_system",
+    "react": "hammr.muse.system:react_system",
+    "muse": "hammr.muse.system:muse_system",
+    "reflexion": "hammr.muse.reflexion:reflexion_system",
+    "expel": "hammr.muse.expel:expel_system",
 }
 """System name -> 'module:function' taking a :class:`Workbench`."""
 

@@ -173,4 +173,12 @@ def build_systems(cfg: Config, max_steps: int | None = None) -> tuple[AgentSyste
 
     backends = build_backends(cfg).backends
     systems = AgentSystems.from_config(cfg, builtin_tools(), backends, max_steps=max_steps)
+    if cfg.get("memory.path") and str(cfg.get("memory.agents") or "").strip():
+        # beyond MuSEAgent: HAMMR's agents named in [memory] agents search the bank too
+        from hammr.muse.advisors import equip_from_config
+
+        spec = systems.catalog.dispatcher
+        systems.agents = equip_from_config(
+            cfg, backends, systems.agents, spec.name if spec else None
+        )
     return systems, backends

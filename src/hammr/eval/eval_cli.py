@@ -24,6 +24,9 @@ Examples:
   hammr eval --suite generic-vqa --data-dir /shared/vqa --system hammr \\
     --executor ray --ray-address auto --workers 8      # on a Ray cluster (hammr[ray])
   hammr report generic-vqa-hammr-2025-01-31 generic-vqa-naive-2025-01-31
+  hammr eval --suite muse-demo --data-dir examples/demo --system react --split exploration
+  hammr eval --suite muse-demo --data-dir examples/demo --system muse --memory bank.db \\
+    --split evaluation                                 # after `hammr memory build`
 
 \b
 Every finished sample is committed at once to the run store (default
@@ -41,12 +44,19 @@ Examples:
   hammr report run-a run-b run-c --format csv --out results.csv
   hammr report run-a run-b --format html --out table.html
   hammr report run-a --html run-a.html      # the viewer with every sample, one file
+  hammr report react muse-k1 muse-k3 --layout methods     # MuSEAgent's Table 2 shape
+  hammr report muse-d1 muse-d2 muse-d3 --scaling figs     # figs/depth.png, figs/breadth.png
+  hammr report muse-t5 muse-t7 muse-t9 --scaling figs --ablation memory.min_score
 
 \b
 Rows are the question types (with their dataset) and the macro average over them; columns
 are the runs, in the order given. Each cell is the mean score in percent ± half the width
 of its 95% bootstrap confidence interval. Footnotes say which judge scored EncVQA answers
 and how many samples failed (error, timeout, llm_failure: counted as wrong).
+--layout methods turns it round: runs as rows (labelled by system and the memory settings
+that differ), benchmarks with their sub-tasks and micro average as columns, then the suite's
+aggregates. --scaling DIR plots accuracy against memory.depth and memory.k (and each
+--ablation KEY) as read from the runs' stored settings, one line per benchmark.
 """
 
 
@@ -90,6 +100,14 @@ def _suite_label(name_or_path: str) -> str:
     "agent.system (hammr).",
 )
 @click.option(
+    "--memory",
+    "memory_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The memory file (sets memory.path): an experience bank for --system muse (make one "
+    "with `hammr memory build RUN -o bank.db`) or for the agents of [memory] agents; the "
+    "memory of --system reflexion or expel.",
+)
+@click.option(
     "--limit",
     type=click.IntRange(min=1),
     help="At most this many questions per suite entry (a seeded random subset).",
@@ -111,6 +129,20 @@ def _suite_label(name_or_path: str) -> str:
     "it is stored as 'timeout' with its partial trace (0: no limit).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the --limit subset.")
+@click.option(
+    "--split",
+    "half",
+    type=click.Choice(["exploration", "evaluation"]),
+    help="Only this half of MuSEAgent's 1:1 split of every suite entry (stratified by sub-task; "
+    "--limit then draws within the half). Explore on one, evaluate on the other.",
+)
+@click.option(
+    "--split-seed",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Seed of the --split halves (the same seed gives the same halves).",
+)
 @store_option
 @config_option
 @click.option(
@@ -177,11 +209,14 @@ def eval_cmd(
     suite_name: str,
     data_dir: Path,
     system_name: str | None,
+    memory_path: Path | None,
     limit: int | None,
     concurrency: int | None,
     run_name: str | None,
     timeout_s: float,
     seed: int,
+    half: str | None,
+    split_seed: int,
     store_path: Path | None,
     config_path: Path | None,
     retry_failed: bool,
@@ -217,9 +252,12 @@ def eval_cmd(
         fail("--ray-address and --ship-images go with --executor ray")
     try:
         cfg = load_config(config_path)
+        if memory_path is not None:  # recorded with the run's config, like any setting
+            cfg.data["memory"]["path"] = str(memory_path.resolve())
+            cfg.sources["memory.path"] = "--memory"
         system_name = system_name or str(cfg.get("agent.system"))
         suite = load_suite(suite_name)
-        samples = suite.samples(data_dir, limit=limit, seed=seed)
+        samples = suite.samples(data_dir, limit=limit, seed=seed, half=half, split_seed=split_seed)
     except (ConfigError, FileNotFoundError, ValueError) as e:
         fail(str(e))
     if not samples:
@@ -255,9 +293,19 @@ def eval_cmd(
         "max_steps": max_steps,
         "judge": job.judge,
     }
+    if half:
+        settings.update(split=half, split_seed=split_seed)
     store = open_store(store_path)
     try:
         info, created = store.open_run(name, label, system_name, config=config, settings=settings)
+        before = (info.settings.get("split"), info.settings.get("split_seed"))
+        if not created and before != (settings.get("split"), settings.get("split_seed")):
+            store.close()
+            was = f"the {before[0]} split (seed {before[1]})" if before[0] else "no split"
+            fail(
+                f"run {name!r} was made with {was}; give this half its own --name, so the two "
+                "halves never mix in one run"
+            )
         if retry_failed:
             again = store.delete_samples(name, FAILED_STATUSES)
             if again:
@@ -397,6 +445,29 @@ def eval_cmd(
     help="Write the viewer (`hammr view`) of these runs, every sample and trace included, "
     "as one self-contained HTML file that opens from disk.",
 )
+@click.option(
+    "--layout",
+    type=click.Choice(["rows", "methods"]),
+    default="rows",
+    show_default=True,
+    help="rows: question types as rows, runs as columns. methods: MuSEAgent's Table 2, runs "
+    "as rows and benchmarks (with sub-tasks and micro averages) as columns.",
+)
+@click.option(
+    "--scaling",
+    "scaling_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write depth.png and breadth.png here: accuracy (95% CI bars) against memory.depth "
+    "and memory.k of the runs, one line per benchmark plus the micro average.",
+)
+@click.option(
+    "--ablation",
+    "ablations",
+    multiple=True,
+    metavar="KEY",
+    help="With --scaling: also plot against this stored setting (e.g. memory.min_score, "
+    "memory.sources), into KEY.png. Repeatable.",
+)
 def report_cmd(
     runs: tuple[str, ...],
     fmt: str,
@@ -404,10 +475,16 @@ def report_cmd(
     store_path: Path | None,
     ci_samples: int,
     html_out: Path | None,
+    layout: str,
+    scaling_dir: Path | None,
+    ablations: tuple[str, ...],
 ) -> None:
     """Print the results table of one or more runs (`hammr runs` lists them)."""
     from hammr.eval.report import build_report
     from hammr.eval.store import StoreError
+
+    if ablations and scaling_dir is None:
+        fail("--ablation goes with --scaling DIR (where the plots are written)")
 
     store = open_store(store_path, create=False)
     if store is None:
@@ -427,13 +504,35 @@ def report_cmd(
             store.close()
         click.echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
         return
+    if scaling_dir is not None:
+        from hammr.eval.scaling import FIGURES, write_scaling
+
+        figures = [*FIGURES, *((k, k.replace("/", "_")) for k in ablations)]
+        try:
+            plots = write_scaling(store, runs, scaling_dir, figures=figures, samples=ci_samples)
+        except StoreError as e:
+            store.close()
+            fail(str(e))
+        except OSError as e:
+            store.close()
+            fail(f"cannot write into {scaling_dir}: {e}")
+        for plot in plots:
+            click.echo(f"wrote {plot.path} ({len(plot.series)} lines)", err=True)
+            for note in plot.notes:
+                click.echo(f"  note: {note}", err=True)
     try:
-        report = build_report(store, list(runs), samples=ci_samples)
+        if layout == "methods":
+            from hammr.eval.methods_report import build_methods_table
+
+            table = build_methods_table(store, list(runs), samples=ci_samples)
+            text = table.render(fmt)  # type: ignore[arg-type]
+        else:
+            report = build_report(store, list(runs), samples=ci_samples)
+            text = report.render(fmt)  # type: ignore[arg-type]
     except StoreError as e:
         fail(str(e))
     finally:
         store.close()
-    text = report.render(fmt)  # type: ignore[arg-type]
     if out is None:
         click.echo(text, nl=False)
         return

@@ -5,7 +5,12 @@ percent.
 An aggregate is a ``[[aggregate]]`` table of the suite a run was made with (read again from the
 suite named in the run's settings; a suite that can no longer be read gives none): one number
 computed from several entries' accuracies, e.g. Infoseek's final score, the harmonic mean of
-its two splits. Its interval is a stratified bootstrap: every entry is resampled on its own.
+its two splits, or MuSEAgent's micro average (all the entries' samples pooled). Its interval is
+a stratified bootstrap: every entry is resampled on its own, at its own size.
+
+:mod:`hammr.eval.methods_report` lays the same numbers out as MuSEAgent's Table 2 (runs as
+rows, benchmarks and their sub-tasks as columns); :mod:`hammr.eval.scaling` plots them against a
+memory setting (its Fig. 2).
 
 Everything is computed from the scores sorted by (dataset, sample id), so a run that was
 interrupted and resumed gives exactly the table of one that ran in one go.
@@ -161,7 +166,7 @@ def _aggregate_rows(
     seed: int,
 ) -> tuple[list[AggregateRow], list[str]]:
     """One row per aggregate name of the runs' suites (first seen first) and their footnotes."""
-    from hammr.eval.metrics import get_aggregate
+    from hammr.eval.metrics import aggregate_function
 
     per_run = [{a.name: a for a in suite_aggregates(info)} for info in infos]
     names = list(dict.fromkeys(name for found in per_run for name in found))
@@ -176,7 +181,7 @@ def _aggregate_rows(
                 cells.append(None)
                 continue
             parts = [by_entry[e] for e in agg.entries]
-            fn = get_aggregate(agg.function)
+            fn = aggregate_function(agg.function, [len(p) for p in parts])
             cells.append(aggregate_cell(parts, fn, samples=samples, seed=seed))
         rows.append(AggregateRow(name, first.function, first.entries, tuple(cells)))
         what = first.description or f"{first.function} of the entries' accuracies"

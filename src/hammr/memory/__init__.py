@@ -20,14 +20,30 @@ What lives where:
   the score threshold, source selection and per-task de-duplication; exact with numpy,
   approximate (faiss HNSW, the ``memory`` extra) past a size threshold.
 
-Annotation (the hindsight model), the agent's ``SearchExperiences`` tool and the CLI live
-elsewhere and use these.
+* ``annotate``: hindsight annotation: :class:`~hammr.memory.annotate.HindsightAnnotator` (an
+  LLM or VLM scoring every step of a trajectory 0-10 with reusable guidance; replies checked
+  by :mod:`~hammr.memory.annotation_replies`) and :func:`~hammr.memory.annotate.annotate_bank`
+  (concurrent, resumable, failures kept in the bank).
+* ``memory_cli``: ``hammr memory build | show | search``.
+
+The agent's ``SearchExperiences`` tool lives in :mod:`hammr.muse` and uses these.
 """
 
 from __future__ import annotations
 
+from hammr.memory.annotate import (
+    AnnotationFailed,
+    AnnotationReport,
+    Annotator,
+    HindsightAnnotator,
+    Trajectory,
+    TrajectoryAnnotation,
+    annotate_bank,
+    pending_trajectories,
+)
 from hammr.memory.bank import (
     Annotation,
+    AnnotationFailure,
     BankError,
     BankInfo,
     BuildReport,
@@ -60,6 +76,10 @@ __all__ = [
     "ALL_VIEWPOINTS",
     "COMPONENTS",
     "Annotation",
+    "AnnotationFailed",
+    "AnnotationFailure",
+    "AnnotationReport",
+    "Annotator",
     "BankError",
     "BankInfo",
     "BuildReport",
@@ -70,6 +90,7 @@ __all__ = [
     "ExperienceError",
     "ExperienceSearcher",
     "Harvest",
+    "HindsightAnnotator",
     "Hit",
     "Provenance",
     "SearchResult",
@@ -78,10 +99,14 @@ __all__ = [
     "State",
     "StoredExperience",
     "Task",
+    "Trajectory",
+    "TrajectoryAnnotation",
     "ViewEmbedder",
     "ViewpointError",
     "ViewpointInfo",
+    "annotate_bank",
     "experiences_from_runs",
+    "pending_trajectories",
     "state_at",
     "view_embedder",
     "viewpoint_name",

@@ -112,6 +112,18 @@ CREATE TABLE IF NOT EXISTS views (
     key       TEXT,
     PRIMARY KEY (viewpoint, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS annotation_failures (
+    run        TEXT NOT NULL,
+    dataset    TEXT NOT NULL,
+    sample_id  TEXT NOT NULL,
+    trace_path TEXT NOT NULL,
+    annotator  TEXT NOT NULL,
+    reason     TEXT NOT NULL,
+    reply      TEXT NOT NULL,
+    attempts   INTEGER NOT NULL,
+    at         TEXT NOT NULL,
+    PRIMARY KEY (run, dataset, sample_id, trace_path)
+);
 """
 
 _EXPERIENCE_COLUMNS = (
@@ -143,6 +155,26 @@ class Annotation:
             raise BankError(f"an annotation's score is 0-10, got {self.score}")
         if not isinstance(self.guidance, str):
             raise BankError(f"an annotation's guidance is text, got {self.guidance!r}")
+
+
+@dataclass(frozen=True)
+class AnnotationFailure:
+    """A trajectory (one trace of one sample) an annotator could not annotate: why, and what
+    it last replied. Cleared when a later annotation of that trajectory succeeds."""
+
+    run: str
+    dataset: str
+    sample_id: str
+    trace_path: str
+    annotator: str
+    reason: str
+    reply: str = ""
+    attempts: int = 0
+    at: str = ""
+
+    def place(self) -> str:
+        where = f"{self.run}/{self.dataset}/{self.sample_id}"
+        return f"{where} {self.trace_path}" if self.trace_path else where
 
 
 @dataclass(frozen=True)
@@ -467,6 +499,53 @@ class ExperienceBank(SqliteFile):
             )
             self._bump(db, "gen:annotations")
         return len(items)
+
+    def record_annotation_failure(self, failure: AnnotationFailure) -> None:
+        """Keep why a trajectory could not be annotated (replacing an earlier record of it)."""
+        f = failure
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO annotation_failures (run, dataset, sample_id, "
+                "trace_path, annotator, reason, reply, attempts, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (f.run, f.dataset, f.sample_id, f.trace_path, f.annotator, f.reason, f.reply,
+                 int(f.attempts), f.at or _now()),
+            )  # fmt: skip
+
+    def clear_annotation_failure(self, run: str, dataset: str, sample_id: str, path: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "DELETE FROM annotation_failures WHERE run = ? AND dataset = ? AND "
+                "sample_id = ? AND trace_path = ?",
+                (run, dataset, sample_id, path),
+            )
+
+    def annotation_failures(self) -> list[AnnotationFailure]:
+        """Trajectories whose last annotation attempt failed, oldest first."""
+        return [
+            AnnotationFailure(r[0], r[1], r[2], r[3], r[4], r[5], r[6], int(r[7]), r[8])
+            for r in self._query(
+                "SELECT run, dataset, sample_id, trace_path, annotator, reason, reply, "
+                "attempts, at FROM annotation_failures ORDER BY at, run, dataset, sample_id"
+            )
+        ]
+
+    def annotation_counts(self) -> tuple[dict[int, int], dict[str, int]]:
+        """(experiences per score, experiences per annotator) over the annotated ones."""
+        scores = {
+            int(s): int(n)
+            for s, n in self._query(
+                "SELECT score, COUNT(*) FROM experiences WHERE score IS NOT NULL GROUP BY score"
+            )
+        }
+        who = {
+            str(a or ""): int(n)
+            for a, n in self._query(
+                "SELECT annotator, COUNT(*) FROM experiences WHERE score IS NOT NULL "
+                "GROUP BY annotator ORDER BY COUNT(*) DESC"
+            )
+        }
+        return scores, who
 
     # -- building ----------------------------------------------------------------------------
 
@@ -854,6 +933,7 @@ def _stored(r: Sequence[Any]) -> StoredExperience:
 __all__ = [
     "FORMAT",
     "Annotation",
+    "AnnotationFailure",
     "BankError",
     "BankInfo",
     "BuildReport",

@@ -22,6 +22,9 @@ back to exact search when even that is not enough.
   samples: learned from success) or ``"incorrect"`` (learned from failure).
 * ``dedupe`` (default on): one hit per source task (run, dataset, sample): the most similar
   one. Off, every experience counts on its own.
+* ``out_of_domain`` (default off): leave out experiences from the query state's own dataset
+  (its :class:`~hammr.memory.experiences.Task` ``dataset``), as the paper's out-of-domain
+  setting does; a query with no dataset (``""``) leaves nothing out.
 
 **Wide** search (:meth:`ExperienceSearcher.wide`) returns the top ``k`` under one viewpoint.
 **Deep** search (:meth:`ExperienceSearcher.deep`) searches under each viewpoint of an ordered
@@ -71,6 +74,8 @@ class SearchSettings:
     sources: Sources = "both"
     dedupe: bool = True
     """One hit per source task (run, dataset, sample)."""
+    out_of_domain: bool = False
+    """Leave out experiences from the query state's dataset."""
     ann: Literal["auto", "exact", "approximate"] = "auto"
     """auto: approximate from ``ann_min_rows`` distinct vectors on, when faiss is installed."""
     ann_min_rows: int = DEFAULT_ANN_MIN_ROWS
@@ -294,6 +299,8 @@ class ExperienceSearcher:
         self.settings = settings or SearchSettings()
         self._views: dict[str, _View] = {}
         self._columns: SourceColumns | None = None
+        self._datasets: tuple[int, np.ndarray, dict[str, int]] | None = None
+        """(bank generation, dataset code per bank row number, code of each dataset)."""
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -388,6 +395,34 @@ class ExperienceSearcher:
         view.filters = (cols.generation, ok, int(ok.sum()), keys)
         return ok, view.filters[2], keys
 
+    def _dataset_codes(self) -> tuple[np.ndarray, dict[str, int]]:
+        """The dataset of every bank row (as a code), read once per bank generation."""
+        gen = self.bank.generation()
+        if self._datasets is None or self._datasets[0] != gen:
+            stored = self.bank.experiences()
+            size = max((e.seq for e in stored), default=0) + 1
+            codes: dict[str, int] = {}
+            column = np.full(size, -1, dtype=np.int64)
+            for e in stored:
+                column[e.seq] = codes.setdefault(e.experience.provenance.dataset, len(codes))
+            self._datasets = (gen, column, codes)
+        return self._datasets[1], self._datasets[2]
+
+    def _outside(self, view: _View, ok: np.ndarray, dataset: str | None) -> tuple[np.ndarray, int]:
+        """``ok`` less the rows from ``dataset`` (None: nothing left out)."""
+        if not dataset:
+            return ok, int(ok.sum())
+        column, codes = self._dataset_codes()
+        code = codes.get(dataset)
+        if code is None:
+            return ok, int(ok.sum())
+        seqs = view.rows.seqs
+        inside = np.zeros(seqs.shape[0], dtype=bool)
+        known = seqs < column.shape[0]
+        inside[known] = column[seqs[known]] == code
+        kept = ok & ~inside
+        return kept, int(kept.sum())
+
     # -- embedding queries -----------------------------------------------------------------
 
     async def embed_query(
@@ -419,7 +454,7 @@ class ExperienceSearcher:
     ) -> SearchResult:
         """The top ``k`` experiences under one viewpoint."""
         query = await self.embed_query(state, viewpoint, images)
-        return self.search_vectors([(viewpoint, query)], k=k)
+        return self.search_vectors([(viewpoint, query)], k=k, exclude_dataset=self._own(state))
 
     async def deep(
         self,
@@ -433,7 +468,11 @@ class ExperienceSearcher:
         """Up to ``k`` new hits under each viewpoint in turn (at most ``max_rounds``)."""
         names = self._rounds(viewpoints, max_rounds)
         queries = [(vp, await self.embed_query(state, vp, images)) for vp in names]
-        return self.search_vectors(queries, k=k)
+        return self.search_vectors(queries, k=k, exclude_dataset=self._own(state))
+
+    def _own(self, state: State) -> str | None:
+        """The dataset an out-of-domain search leaves out (None: none)."""
+        return (state.task.dataset or None) if self.settings.out_of_domain else None
 
     def _rounds(self, viewpoints: Sequence[str], max_rounds: int | None) -> list[str]:
         names = [viewpoint_name(v) for v in viewpoints]
@@ -448,10 +487,16 @@ class ExperienceSearcher:
         return names[: max(1, limit)]
 
     def search_vectors(
-        self, queries: Sequence[tuple[str, np.ndarray]], *, k: int | None = None
+        self,
+        queries: Sequence[tuple[str, np.ndarray]],
+        *,
+        k: int | None = None,
+        exclude_dataset: str | None = None,
     ) -> SearchResult:
         """Search with query vectors already made: one (viewpoint, vector) per round (one for
-        a wide search). The rounds are taken in order, as :meth:`deep` does."""
+        a wide search). The rounds are taken in order, as :meth:`deep` does.
+        ``exclude_dataset`` leaves out that dataset's experiences (the out-of-domain setting;
+        :meth:`wide` and :meth:`deep` pass the state's when ``out_of_domain`` is on)."""
         k = self.settings.k if k is None else int(k)
         if k < 1:
             raise ValueError(f"k is at least 1, got {k}")
@@ -470,6 +515,8 @@ class ExperienceSearcher:
                     f"{view.rows.vectors.shape[1]} (embedder {self.bank.embedder_name})"
                 )
             ok, eligible, keys = self._filters(view)
+            if exclude_dataset:
+                ok, eligible = self._outside(view, ok, exclude_dataset)
             new, also, method = self._rank(view, q, ok, eligible, keys, set(taken), k)
             for key in also:
                 found[taken[key]][4].append(vp)

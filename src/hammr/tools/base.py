@@ -151,6 +151,9 @@ class ToolContext:
     """(dataset, sub-task) of the question being answered, when the caller knows it (an
     evaluation: the sample's suite entry and question type, as its stored record has them);
     memory search uses it as the state's task descriptor."""
+    caller: Trace | None = None
+    """The trace of the agent whose step is calling the tool (its last step is the calling
+    one), set by :meth:`for_step`; a memory search makes its query from it."""
 
     def child(self) -> ToolContext:
         """The context for an agent called one level deeper."""
@@ -161,15 +164,15 @@ class ToolContext:
         if self.on_trace is not None:
             self.on_trace(trace)
 
-    def for_step(self, step: Any) -> ToolContext:
-        """The context for a tool called by ``step``: an agent it runs links its trace to
-        the step as soon as it starts (``step.child``), so a run cut short keeps the child's
-        partial trace too."""
+    def for_step(self, step: Any, caller: Trace | None = None) -> ToolContext:
+        """The context for a tool called by ``step`` (of the trace ``caller``): an agent it
+        runs links its trace to the step as soon as it starts (``step.child``), so a run cut
+        short keeps the child's partial trace too."""
 
         def link(trace: Trace) -> None:
             step.child = trace
 
-        return replace(self, on_trace=link)
+        return replace(self, on_trace=link, caller=caller)
 
     def backend(self, capability: str) -> Any:
         b = self.backends.get(capability)

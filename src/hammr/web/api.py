@@ -12,6 +12,7 @@ or is absurdly long gets 404.
 Endpoints (the front end codes against exactly these)::
 
     GET /api/runs
+    GET /api/run-names            (names only, cheap: which runs a link may point at)
     GET /api/runs/{run}/samples?offset&limit&dataset&question_type&correct&error_kind&agent
     GET /api/runs/{run}/samples/{dataset}/{sample_id}
     GET /api/compare/{runA}/{runB}?offset&limit&only=differ|all
@@ -160,6 +161,8 @@ class Api:
         rest = segs[1:]
         if rest == ["runs"]:
             return json_response({"runs": self.runs()})
+        if rest == ["run-names"]:
+            return json_response({"runs": list(self.store.run_names())})
         if len(rest) == 3 and rest[0] == "runs" and rest[2] == "samples":
             return self._samples(rest[1], query)
         if len(rest) == 5 and rest[0] == "runs" and rest[2] == "samples":

@@ -93,6 +93,11 @@ class CachedLLM:
         return self.inner.grammar_support
 
     @property
+    def json_schema_support(self) -> bool:
+        """Whether the wrapped model's server takes a JSON schema (the cache keys on it)."""
+        return bool(getattr(self.inner, "json_schema_support", False))
+
+    @property
     def vision(self) -> bool:
         """Whether the wrapped model sees images (the cache keys on their pixels)."""
         return sees_images(self.inner)

@@ -9,10 +9,12 @@ relative to the image root), "Text" (the question), "Question Type" (sometimes s
 "Ground truth": "B", "Task" (Perception | Reasoning), "Subtask", "Category", "Dataset"?}``.
 
 Choices are the answer choices without their '(A) ' prefixes (they must run A, B, C, ...);
-``answers == (ground-truth letter,)``; question type 'multiple_choice'; ``meta`` keeps task,
-subtask and category. Option ``multiple_choice_only`` (default True) skips a record whose
-question type is given and is not multiple choice. Images: ``<images>/<Image>`` (``images``
-defaults to the file's folder). Sample id: ``Question_id``.
+``answers == (ground-truth letter,)``; ``meta`` keeps task, subtask and category. The question
+type is the record's ``Task`` in lower case ('perception', 'reasoning': the sub-tasks MuSEAgent
+reports), 'multiple_choice' when the record has none. Option ``multiple_choice_only``
+(default True) skips a record whose question type is given and is not multiple choice.
+Images: ``<images>/<Image>`` (``images`` defaults to the file's folder). Sample id:
+``Question_id``.
 
 Verified against the official repository's example of this format
 (github.com/yfzhang114/MME-RealWorld, ``evaluation/output_test_template.json``, and its
@@ -87,7 +89,7 @@ def load(
                 question=text(field(record, "Text", NAME, path, where, EXPECTS)),
                 answers=(letter,),
                 images={"image": root / str(field(record, "Image", NAME, path, where, EXPECTS))},
-                question_type="multiple_choice",
+                question_type=str(record.get("Task") or "multiple_choice").strip().lower(),
                 choices=choices,
                 meta={
                     "task": record.get("Task", ""),

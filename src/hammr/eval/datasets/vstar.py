@@ -19,8 +19,10 @@ Two ways in, depending on ``path``:
   order drawn from the sample id (the same on every run), so the correct letter is not always A.
   Sample id: ``<category>/<name>``.
 
-Choices are the option texts, ``answers == (letter,)``, question type 'multiple_choice',
-``meta['category']`` = direct_attributes | relative_position.
+Choices are the option texts, ``answers == (letter,)``, ``meta['category']`` =
+direct_attributes | relative_position. The question type is the sub-task MuSEAgent reports
+(its Table 2 columns): 'attribute' for direct_attributes, 'relation' for relative_position
+(:data:`SUB_TASKS`; any other category is kept as it is).
 
 Partly verified, no real file read: the folder layout, the annotation keys ``question`` and
 ``options`` (with the correct option first) and the jsonl keys ``image, text, category,
@@ -59,6 +61,14 @@ EXPECTS = (
 )
 QUESTIONS_FILE = "test_questions.jsonl"
 IMAGE_SUFFIXES = (".jpg", ".JPG", ".jpeg", ".png", ".webp")
+SUB_TASKS = {"direct_attributes": "attribute", "relative_position": "relation"}
+"""V* category -> the sub-task (question type) its samples carry."""
+
+
+def sub_task(category: object) -> str:
+    """The question type of a V* category ('attribute', 'relation'; others unchanged)."""
+    name = str(category)
+    return SUB_TASKS.get(name, name)
 
 
 def _from_jsonl(path: Path, root: Path) -> list[Sample]:
@@ -75,6 +85,7 @@ def _from_jsonl(path: Path, root: Path) -> list[Sample]:
         if letter is None:
             raise bad_record(NAME, path, where, f"label {label!r} is not an option", EXPECTS)
         image = str(field(record, "image", NAME, path, where, EXPECTS))
+        category = record.get("category", image.split("/", 1)[0])
         samples.append(
             Sample(
                 id=text(record.get("question_id", line - 1)),
@@ -82,9 +93,9 @@ def _from_jsonl(path: Path, root: Path) -> list[Sample]:
                 question=question,
                 answers=(letter,),
                 images={"image": root / image},
-                question_type="multiple_choice",
+                question_type=sub_task(category),
                 choices=choices,
-                meta={"category": record.get("category", image.split("/", 1)[0]), "prompt": prompt},
+                meta={"category": category, "prompt": prompt},
             )
         )
     return samples
@@ -134,7 +145,7 @@ def _from_folders(root: Path) -> list[Sample]:
                 question=text(field(record, "question", NAME, annotation, where, EXPECTS)),
                 answers=(letter,),
                 images={"image": _image_for(annotation)},
-                question_type="multiple_choice",
+                question_type=sub_task(category),
                 choices=choices,
                 meta=meta,
             )

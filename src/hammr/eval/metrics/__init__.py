@@ -5,12 +5,14 @@ Every metric follows :class:`hammr.eval.types.Metric` (``async score(prediction,
 so that metrics which ask a judge model and those which only compare strings are used alike.
 :func:`get_metric` builds one by name. :data:`AGGREGATES` holds the functions a suite's
 ``[[aggregate]]`` tables may name to combine several entries' accuracies into one number
-(Infoseek's final score is the harmonic mean of its two splits).
+(Infoseek's final score is the harmonic mean of its two splits; MuSEAgent's micro average pools
+the samples of several entries, :func:`aggregate_function` binding their sizes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hammr.eval.metrics.choice import Extraction, MultipleChoice, correct_letter, extract_choice
@@ -45,9 +47,11 @@ __all__ = [
     "Judge",
     "LLMJudge",
     "MultipleChoice",
+    "SizedAggregate",
     "TextEmbedder",
     "TextVQAAccuracy",
     "VQAAccuracy",
+    "aggregate_function",
     "correct_letter",
     "evalai_process_answer",
     "extract_choice",
@@ -55,6 +59,8 @@ __all__ = [
     "get_metric",
     "list_iou",
     "make_judge",
+    "mean",
+    "micro_mean",
     "normalize_encvqa_answer",
     "normalize_exact",
     "normalize_vqa_answer",
@@ -123,14 +129,65 @@ def harmonic_mean(accuracies: Sequence[float]) -> float:
     return len(accuracies) / sum(1.0 / a for a in accuracies)
 
 
+def mean(accuracies: Sequence[float]) -> float:
+    """The plain mean of the parts' accuracies (every part weighs the same, whatever its size):
+    MuSEAgent's 'Avg.' column over its four benchmarks."""
+    if not accuracies:
+        raise ValueError("mean needs at least one accuracy")
+    return sum(accuracies) / len(accuracies)
+
+
+def micro_mean(parts: Sequence[tuple[float, int]]) -> float:
+    """The micro average of (accuracy, sample count) parts: the mean over all their samples
+    pooled, so every sample weighs the same (MuSEAgent's per-benchmark 'Micro Avg.' over its
+    sub-tasks)."""
+    total = sum(n for _, n in parts)
+    if total <= 0 or any(n < 0 for _, n in parts):
+        raise ValueError("micro_mean needs parts with positive sample counts")
+    return sum(a * n for a, n in parts) / total
+
+
+@dataclass(frozen=True)
+class SizedAggregate:
+    """An aggregate that needs each part's sample count as well as its accuracy: ``function``
+    takes (accuracy, count) pairs. :func:`aggregate_function` binds the counts, giving a
+    function of the accuracies alone (as the bootstrap calls it: resampling keeps every part's
+    size). Calling it without counts is an error."""
+
+    function: Callable[[Sequence[tuple[float, int]]], float]
+    name: str
+
+    def bind(self, sizes: Sequence[int]) -> Callable[[Sequence[float]], float]:
+        counts = [int(n) for n in sizes]
+
+        def bound(accuracies: Sequence[float]) -> float:
+            if len(accuracies) != len(counts):
+                raise ValueError(
+                    f"{self.name}: {len(accuracies)} accuracies for {len(counts)} part sizes"
+                )
+            return self.function(list(zip(accuracies, counts, strict=True)))
+
+        return bound
+
+    def __call__(self, accuracies: Sequence[float]) -> float:
+        raise ValueError(
+            f"aggregate {self.name!r} needs the parts' sample counts; use "
+            "aggregate_function(name, sizes)"
+        )
+
+
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "harmonic_mean": harmonic_mean,
     "infoseek": infoseek_aggregate,
+    "mean": mean,
+    "micro_mean": SizedAggregate(micro_mean, "micro_mean"),
 }
 """Aggregate name -> function of the named suite entries' accuracies (fractions, in the
-order the suite lists the entries) returning one fraction: ``harmonic_mean``, and
+order the suite lists the entries) returning one fraction: ``harmonic_mean``;
 ``infoseek``, the official Infoseek final score (each split's accuracy rounded to 0.01% first,
-the mean rounded to 0.01%; :func:`~hammr.eval.metrics.infoseek.infoseek_aggregate`)."""
+the mean rounded to 0.01%; :func:`~hammr.eval.metrics.infoseek.infoseek_aggregate`);
+``mean``, the plain mean; and ``micro_mean``, a :class:`SizedAggregate` (the pooled mean,
+which needs the entries' sizes: get it through :func:`aggregate_function`)."""
 
 
 def get_aggregate(name: str) -> Callable[[Sequence[float]], float]:
@@ -140,6 +197,13 @@ def get_aggregate(name: str) -> Callable[[Sequence[float]], float]:
         raise ValueError(
             f"unknown aggregate {name!r}; choose one of {', '.join(sorted(AGGREGATES))}"
         ) from None
+
+
+def aggregate_function(name: str, sizes: Sequence[int]) -> Callable[[Sequence[float]], float]:
+    """Aggregate ``name`` as a function of the parts' accuracies, given the parts' sample counts
+    (used by sized aggregates such as ``micro_mean``, ignored by the others)."""
+    found = get_aggregate(name)
+    return found.bind(sizes) if isinstance(found, SizedAggregate) else found
 
 
 def get_metric(name: str, **options: Any) -> Metric:

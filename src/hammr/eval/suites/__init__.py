@@ -21,17 +21,24 @@ A suite is a TOML file::
     entries = ["infoseek_unseen_question", "infoseek_unseen_entity"]
     description = "..."               # optional, the report's footnote
 
+Aggregate functions: ``harmonic_mean`` and ``infoseek`` (Infoseek's final score), ``mean`` (the
+plain mean of the entries' accuracies, each entry weighing the same) and ``micro_mean`` (the
+mean over all the entries' samples pooled, each sample weighing the same).
+
 The bundled suites are ``generic-vqa`` (HAMMR's eight question types, its Table 2),
-``muse-mc`` (MuSEAgent's four multiple-choice benchmarks), ``mevqa`` (MEVQA's test split, whose
-reference explanations ``hammr explain`` scores), ``avis`` (Infoseek and OK-VQA, AVIS's
-benchmarks) and ``demo``; ``load_suite`` also takes a path
-to a TOML file of one's own. Paths in a suite are relative to the data folder given to
-``Suite.samples``; each entry's comment says what the official download is and where it goes.
+``muse-mc`` (MuSEAgent's four multiple-choice benchmarks), ``muse-demo`` (a small offline
+multiple-choice set on the demo images, for trying MuSEAgent's loop), ``mevqa`` (MEVQA's test
+split, whose reference explanations ``hammr explain`` scores), ``avis`` (Infoseek and OK-VQA,
+AVIS's benchmarks) and ``demo``; ``load_suite`` also takes a path to a TOML file of one's own.
+Paths in a suite are relative to the data folder given to ``Suite.samples``; each entry's
+comment says what the official download is and where it goes.
 
 ``Suite.samples(data_dir, limit=...)`` draws ``limit`` samples per entry with the seeded,
 prefix-stable draw of :func:`hammr.eval.datasets.sample_subset`. The default ``limit=None``
 keeps every sample; the HAMMR paper evaluated 1000 random samples per dataset, i.e.
 ``limit=1000`` (its exact draw is not published, so no subset reproduces it).
+``Suite.samples(data_dir, half="exploration"|"evaluation", split_seed=0)`` keeps one half of
+MuSEAgent's 1:1 split of every entry (:mod:`hammr.eval.splits`) before the limit is drawn.
 """
 
 from __future__ import annotations
@@ -48,7 +55,9 @@ from hammr.eval.datasets import (
     adapter_options,
     get_adapter,
     load_dataset,
+    missing_images,
 )
+from hammr.eval.splits import split_then_limit
 from hammr.eval.types import Sample
 
 __all__ = [
@@ -73,7 +82,7 @@ METRICS = (
     "infoseek",
 )
 """Metric names a suite may use (implemented in hammr.eval.metrics)."""
-AGGREGATES = ("harmonic_mean", "infoseek")
+AGGREGATES = ("harmonic_mean", "infoseek", "mean", "micro_mean")
 """Aggregate functions a suite's ``[[aggregate]]`` may name (hammr.eval.metrics.AGGREGATES)."""
 
 _ENTRY_KEYS = {
@@ -125,8 +134,14 @@ class SuiteEntry:
         seed: int = 0,
         check_images: bool = False,
         suite: str = "",
+        half: str | None = None,
+        split_seed: int = 0,
     ) -> list[Sample]:
-        """This entry's samples (``limit`` of them, drawn with ``seed``; all when None)."""
+        """This entry's samples (``limit`` of them, drawn with ``seed``; all when None).
+
+        ``half`` ('exploration' or 'evaluation'): only that half of MuSEAgent's 1:1 split of
+        the entry (stratified by question type, seeded by ``split_seed``; see
+        :mod:`hammr.eval.splits`), the ``limit`` then drawn within the half."""
         where = f"suite {suite!r}, entry {self.name!r}" if suite else f"entry {self.name!r}"
         path = self.file_path(data_dir)
         if not path.exists():
@@ -140,9 +155,9 @@ class SuiteEntry:
                 path,
                 images=self.images_path(data_dir),
                 split=self.split,
-                limit=limit,
+                limit=None if half else limit,
                 seed=seed,
-                check_images=check_images,
+                check_images=check_images and not half,
                 **dict(self.options),
             )
         except DatasetError as e:
@@ -154,6 +169,18 @@ class SuiteEntry:
                 else replace(s, question_type=self.question_type)
                 for s in samples
             ]
+        if half:
+            try:
+                samples = split_then_limit(
+                    samples, half, split_seed=split_seed, limit=limit, seed=seed
+                )
+            except ValueError as e:
+                raise SuiteError(f"{where}: {e}") from e
+            if check_images:
+                missing = missing_images(samples)
+                if missing:
+                    shown = "; ".join(f"{m.sample_id} {m.variable}: {m.path}" for m in missing[:5])
+                    raise SuiteError(f"{where}: {len(missing)} image file(s) do not exist: {shown}")
         return samples
 
 
@@ -206,9 +233,13 @@ class Suite:
         limit: int | None = None,
         seed: int = 0,
         check_images: bool = False,
+        half: str | None = None,
+        split_seed: int = 0,
     ) -> list[tuple[SuiteEntry, Sample]]:
         """(entry, sample) for every entry in order, ``limit`` samples per entry (None: all).
-        Raises :class:`SuiteError` naming the entry and the file when an entry cannot load."""
+        ``half``: only the 'exploration' or 'evaluation' half of each entry (MuSEAgent's split,
+        :mod:`hammr.eval.splits`), ``limit`` drawn within it. Raises :class:`SuiteError`
+        naming the entry and the file when an entry cannot load."""
         out: list[tuple[SuiteEntry, Sample]] = []
         for e in self.entries:
             out.extend(
@@ -219,6 +250,8 @@ class Suite:
                     seed=seed,
                     check_images=check_images,
                     suite=self.name,
+                    half=half,
+                    split_seed=split_seed,
                 )
             )
         return out
@@ -318,8 +351,8 @@ def _aggregate(raw: Any, i: int, where: str, entry_names: list[str]) -> SuiteAgg
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
-    """A bundled suite by name ('generic-vqa', 'muse-mc', 'mevqa', 'avis', 'demo') or a suite
-    TOML file by path."""
+    """A bundled suite by name ('generic-vqa', 'muse-mc', 'muse-demo', 'mevqa', 'avis', 'demo')
+    or a suite TOML file by path."""
     candidate = Path(name_or_path).expanduser()
     if candidate.suffix == ".toml" or candidate.is_file():
         path = candidate

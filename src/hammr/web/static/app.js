@@ -84,6 +84,13 @@
     return out;
   }
 
+  /** Items retrieved from memory over a whole trace (hits, reflections, rules, ...). */
+  function retrievedTotal(trace) {
+    var c = retrievedCounts(trace), n = 0;
+    Object.keys(c.items).forEach(function (k) { n += c.items[k]; });
+    return n;
+  }
+
   function calledAgent(rec) {
     if (rec.agent) return rec.agent;
     var agents = traceAgents(rec.trace);
@@ -97,6 +104,7 @@
       score: rec.score, status: rec.status, agent: calledAgent(rec),
       error_kinds: rec.error_kinds || traceErrorKinds(rec.trace),
       latency_s: rec.latency_s, prompt_tokens: rec.prompt_tokens, llm_calls: rec.llm_calls,
+      retrieved: rec.retrieved !== undefined ? rec.retrieved : retrievedTotal(rec.trace),
     };
   }
 
@@ -280,7 +288,10 @@
       }).then(function () { app.classList.remove("loading"); });
     }
     if (p[0] === "run" && p.length >= 5 && p[2] === "sample") {
-      show(viewSample(p[1], p[3], p.slice(4).join("/")));
+      show(viewSample(p[1], p[3], p.slice(4).join("/")).then(function (node) {
+        setTimeout(function () { if (token === renderToken) focusStep(r.params); }, 0);
+        return node;
+      }));
     } else if (p[0] === "run" && p[1]) {
       show(viewRun(p[1], r.params));
     } else if (p[0] === "compare" && p[1] && p[2]) {
@@ -426,7 +437,8 @@
           h("td", { class: "pred" }, truncate(it.prediction == null ? "" : it.prediction, 40)),
           h("td", { class: "gt", title: answersText(it.answers) }, truncate(answersText(it.answers), 40)),
           h("td", { class: "num" }, scoreBadge(it.score)),
-          h("td", { class: "small mono" }, it.agent || ""),
+          h("td", { class: "small mono" }, it.agent || "",
+            it.retrieved ? h("div", {}, h("span", { class: "badge memory", title: "items retrieved from memory over the run" }, "memory " + it.retrieved)) : null),
           h("td", { class: "small" }, (it.error_kinds || []).map(function (k) { return h("span", { class: "badge err" }, k); }),
             it.status && it.status !== "finished" && it.status !== "ok" ? h("span", { class: "badge warn" }, it.status) : null),
           h("td", { class: "num small" }, secs(it.latency_s)),
@@ -651,15 +663,22 @@
       st.forced ? h("span", { class: "badge warn", title: "the agent was made to finish" }, "forced") : null,
       st.cached ? h("span", { class: "badge muted" }, "cached") : null,
       st.error_kind ? h("span", { class: "badge err" }, st.error_kind) : null,
+      retrievedChip(st),
       h("span", { class: "grow" }),
       h("span", { class: "metric", title: "prompt → completion tokens" }, tokens ? tokens + " tok" : ""),
       h("span", { class: "metric", title: "LLM latency" }, "llm " + secs(st.llm_latency_s)),
       st.tool ? h("span", { class: "metric", title: "tool latency" }, "tool " + secs(st.tool_latency_s)) : null);
     var body = h("div", { class: "step-body" });
+    // memory retrieved for the step comes before its model call; a memory tool's after its act
+    var recs = records(st);
+    var before = recs.filter(function (r) { return r.policy !== "tool"; });
+    var after = recs.filter(function (r) { return r.policy === "tool"; });
+    add(body, renderRetrieved(before, "before"));
     if (st.thought) add(body, h("div", { class: "row thought" }, h("span", { class: "tag" }, "Thought"), h("div", { class: "txt" }, st.thought)));
     if (st.action) {
       add(body, h("div", { class: "row act" }, h("span", { class: "tag" }, "Act"), h("code", { class: "mono act-code" }, st.action)));
     }
+    add(body, renderRetrieved(after, "after"));
     var args = st.arguments || {};
     if (Object.keys(args).length && hasVisual(args)) {
       add(body, h("div", { class: "row args" }, h("span", { class: "tag" }, "Args"),
@@ -685,6 +704,277 @@
     }
     if (st.raw) add(body, h("details", { class: "raw" }, h("summary", {}, "raw model output"), h("pre", { class: "mono" }, st.raw)));
     return h("div", { class: "step" + (st.error_kind ? " has-error" : "") + (st.router ? " routed" : ""), "data-step": st.index, "data-agent": agent }, head, body);
+  }
+
+  // -- memory: what each step was given from experience, reflection or insight memory ------
+
+  /** Runs a source link may point at: names from the store (or the report), fetched once. */
+  var knownRuns = null;
+  function runNames() {
+    if (STATIC) return Promise.resolve(Object.keys(STATIC.samples || {}));
+    if (!knownRuns) {
+      knownRuns = fetchJSON("run-names").then(function (d) { return d.runs || []; })
+        .catch(function () { knownRuns = null; return []; });
+    }
+    return knownRuns;
+  }
+
+  var LIST_NOUNS = { hits: "experience", reflections: "reflection", rules: "rule", insights: "insight", examples: "example" };
+  var RECORD_KEYS = ["source", "policy", "text", "error", "query", "hits", "rounds", "notes", "tool"];
+
+  function isObj(x) { return !!x && typeof x === "object" && !Array.isArray(x); }
+  function records(st) { return Array.isArray(st && st.retrieved) ? st.retrieved.filter(isObj) : []; }
+
+  /** The lists a record retrieved ({key: items}): `hits`, the lists a memory is known to write
+   * (Reflexion's reflections, ExpeL's rules and examples: objects or strings) and any other
+   * list of objects (a `task` pair of strings is a field, not something retrieved). */
+  function recordLists(r) {
+    var out = {};
+    Object.keys(r).forEach(function (k) {
+      var v = r[k];
+      if (!Array.isArray(v) || !v.length || (RECORD_KEYS.indexOf(k) >= 0 && k !== "hits")) return;
+      if (LIST_NOUNS[k] || v.every(isObj)) out[k] = v;
+    });
+    return out;
+  }
+
+  /** {noun: count} over a trace's steps and its children's. */
+  function retrievedCounts(trace, out) {
+    out = out || { steps: 0, items: {} };
+    if (!trace) return out;
+    (trace.steps || []).forEach(function (st) {
+      var recs = records(st);
+      if (recs.length) out.steps += 1;
+      recs.forEach(function (r) {
+        var lists = recordLists(r);
+        Object.keys(lists).forEach(function (k) {
+          var noun = LIST_NOUNS[k] || k;
+          out.items[noun] = (out.items[noun] || 0) + lists[k].length;
+        });
+      });
+      if (st.child) retrievedCounts(st.child, out);
+    });
+    return out;
+  }
+
+  function nouns(n, noun) { return n + " " + noun + (n === 1 || /s$/.test(noun) ? "" : "s"); }
+
+  function countsText(c) {
+    var parts = Object.keys(c.items).map(function (noun) { return nouns(c.items[noun], noun); });
+    return parts.length ? parts.join(", ") + " retrieved" : "";
+  }
+
+  function recordTitle(r) {
+    var src = String(r.source || "memory").toLowerCase();
+    if (src === "muse") {
+      return r.policy === "tool" ? (r.tool || "SearchExperiences") + " (agent)" : "every-step search";
+    }
+    if (src === "reflexion") return "Reflexion reflections";
+    if (src === "expel") return "ExpeL rules and examples";
+    return String(r.source || "memory");
+  }
+
+  function policyNote(r) {
+    if (r.policy === "tool") return "the agent called it";
+    if (r.policy === "advisor") return "retrieved before the model call";
+    return r.policy ? String(r.policy) : "";
+  }
+
+  function sampleHash(run, dataset, id, step, path) {
+    var p = {};
+    if (typeof step === "number") p.step = step;
+    if (path) p.path = path;
+    return "#/run/" + enc(run) + "/sample/" + enc(dataset) + "/" + enc(id) + qs(p);
+  }
+
+  /** The experience's source sample: a link into the viewer when its run is here, else text. */
+  function sourceRef(src, runs) {
+    if (typeof src === "string") src = sourceFromId(src, runs);
+    if (typeof src === "string") return h("span", { class: "source-text" }, src);
+    if (!isObj(src) || src.run == null || src.dataset == null || src.sample_id == null) return null;
+    var where = (src.trace_path ? src.trace_path + " " : "") + (typeof src.step === "number" ? "step " + src.step : "");
+    var label = [String(src.run), String(src.dataset), String(src.sample_id)].join(" / ") + (where ? " · " + where : "");
+    if (runs.indexOf(String(src.run)) >= 0) {
+      return h("a", { class: "source-link", href: sampleHash(src.run, src.dataset, src.sample_id, src.step, src.trace_path),
+        title: "open the sample this was learned from" }, label);
+    }
+    return h("span", { class: "source-text", title: "run " + src.run + " is not in this store" }, label,
+      h("span", { class: "muted" }, " (run not here)"));
+  }
+
+  /** A source written as one string, "run/dataset/sample_id" (Reflexion's and ExpeL's entry
+   * ids), as its parts when it starts with a known run (a dataset name holds no '/'; a run or
+   * sample name may); else the string itself. */
+  function sourceFromId(id, runs) {
+    var best = null;
+    runs.forEach(function (run) {
+      if (id.indexOf(run + "/") === 0 && (best === null || run.length > best.length)) best = run;
+    });
+    if (best === null) return id;
+    var rest = id.slice(best.length + 1), cut = rest.indexOf("/");
+    if (cut <= 0 || cut === rest.length - 1) return id;
+    return { run: best, dataset: rest.slice(0, cut), sample_id: rest.slice(cut + 1) };
+  }
+
+  function foldText(text, cls, limit) {
+    text = String(text);
+    if (text.length <= limit) return h("div", { class: cls }, text);
+    return h("details", { class: cls + " long" }, h("summary", {}, truncate(text.replace(/\s+/g, " "), Math.min(limit, 160))),
+      h("div", {}, text));
+  }
+
+  function learnedBadge(x) {
+    if (x === "success") return h("span", { class: "badge ok learned", "data-learned": x, title: "learned from a run that answered right" }, "✓ success");
+    if (x === "failure") return h("span", { class: "badge err learned", "data-learned": x, title: "learned from a run that answered wrong" }, "✗ failure");
+    return null;
+  }
+
+  function renderHit(hit, i, runs) {
+    if (!isObj(hit)) return h("li", { class: "hit" }, String(hit));
+    var also = Array.isArray(hit.also_found_by) ? hit.also_found_by.map(String) : [];
+    return h("li", { class: "hit" + (hit.learned_from ? " " + hit.learned_from : ""), "data-rank": i + 1, "data-id": hit.id || null },
+      h("div", { class: "hit-head" },
+        h("span", { class: "hit-rank" }, "#" + (i + 1)),
+        learnedBadge(hit.learned_from),
+        typeof hit.score === "number" ? h("span", { class: "badge hit-score", title: "the annotator's score" }, hit.score + "/10") : null,
+        hit.viewpoint ? h("span", { class: "chip hit-view", title: "the viewpoint that found it" }, String(hit.viewpoint),
+          typeof hit.round === "number" && hit.round > 1 ? h("span", { class: "muted" }, " · round " + hit.round) : null) : null,
+        also.length ? h("span", { class: "hit-also muted small" }, "also found by " + also.join(", ")) : null,
+        h("span", { class: "grow" }),
+        typeof hit.similarity === "number" ? h("span", { class: "metric hit-sim", title: "cosine similarity" }, "sim " + hit.similarity.toFixed(3)) : null),
+      hasText(hit.guidance) ? foldText(hit.guidance, "hit-guidance", 420) : h("div", { class: "hit-guidance muted" }, "no guidance"),
+      hasText(hit.action) ? h("div", { class: "hit-action" }, h("span", { class: "muted small" }, "its action "),
+        h("code", { class: "mono" }, truncate(hit.action, 300))) : null,
+      hit.source ? h("div", { class: "hit-source small" }, h("span", { class: "muted" }, "from "), sourceRef(hit.source, runs)) : null);
+  }
+
+  /** A short field value on one line: a list's items joined, an object as JSON. */
+  function fieldText(v) {
+    if (Array.isArray(v) && v.every(function (x) { return x === null || typeof x !== "object"; })) return v.join(" / ");
+    if (v !== null && typeof v === "object") return truncate(JSON.stringify(v), 200);
+    return truncate(String(v), 200);
+  }
+
+  /** One item of a list other than `hits` (a reflection, a rule, an example). */
+  function renderItem(item, i, runs) {
+    if (!isObj(item)) return h("li", { class: "mem-item" }, h("span", { class: "hit-rank" }, "#" + (i + 1) + " "), String(item));
+    var text = hasText(item.text) ? item.text : hasText(item.guidance) ? item.guidance : hasText(item.rule) ? item.rule : null;
+    var rest = Object.keys(item).filter(function (k) {
+      return ["text", "guidance", "rule", "similarity", "score", "source", "learned_from"].indexOf(k) < 0;
+    });
+    var extra = {};
+    rest.forEach(function (k) { extra[k] = item[k]; });
+    return h("li", { class: "mem-item" + (item.learned_from ? " " + item.learned_from : ""), "data-rank": i + 1 },
+      h("div", { class: "hit-head" }, h("span", { class: "hit-rank" }, "#" + (i + 1)),
+        learnedBadge(item.learned_from),
+        typeof item.score === "number" ? h("span", { class: "badge hit-score" }, String(item.score)) : null,
+        h("span", { class: "grow" }),
+        typeof item.similarity === "number" ? h("span", { class: "metric hit-sim" }, "sim " + item.similarity.toFixed(3)) : null),
+      text !== null ? foldText(text, "hit-guidance", 420) : null,
+      rest.length ? h("div", { class: "mem-extra muted small" }, rest.map(function (k, j) {
+        return [j ? " · " : null, h("span", { class: "mem-field" }, k.replace(/_/g, " ") + " ", h("b", {}, fieldText(item[k])))];
+      })) : null,
+      item.source ? h("div", { class: "hit-source small" }, h("span", { class: "muted" }, "from "), sourceRef(item.source, runs)) : null);
+  }
+
+  function itemList(key, items, runs, labelled) {
+    var SHOW = 3, render = key === "hits" ? renderHit : renderItem;
+    var lis = items.map(function (x, i) { return render(x, i, runs); });
+    var noun = LIST_NOUNS[key] || key;
+    var label = labelled ? h("div", { class: "list-label" }, noun + "s") : null;
+    var list = h("ol", { class: "hits", "data-key": key }, lis.slice(0, SHOW));
+    if (lis.length <= SHOW) return [label, list];
+    return [label, list, h("details", { class: "more-hits" }, h("summary", {}, nouns(lis.length - SHOW, "more " + noun)),
+      h("ol", { class: "hits", start: SHOW + 1, "data-key": key }, lis.slice(SHOW)))];
+  }
+
+  function renderRecord(r, runs) {
+    var q = isObj(r.query) ? r.query : null;
+    var views = q && Array.isArray(q.viewpoints) ? q.viewpoints.map(String) : [];
+    var lists = recordLists(r);
+    var kinds = Object.keys(lists);
+    var rounds = Array.isArray(r.rounds) ? r.rounds.filter(isObj) : [];
+    var notes = Array.isArray(r.notes) ? r.notes : [];
+    var extraKeys = Object.keys(r).filter(function (k) { return RECORD_KEYS.indexOf(k) < 0 && !lists[k]; });
+    var extra = {};
+    extraKeys.forEach(function (k) { extra[k] = r[k]; });
+    var qextra = q ? Object.keys(q).filter(function (k) { return k !== "viewpoints" && k !== "k"; }) : [];
+    return h("div", { class: "mem-record" + (r.error ? " has-error" : ""), "data-source": String(r.source || ""), "data-policy": String(r.policy || "") },
+      h("div", { class: "mem-head" },
+        h("b", { class: "mem-title" }, recordTitle(r)),
+        h("span", { class: "muted small" }, policyNote(r)),
+        views.length ? h("span", { class: "mem-query" }, h("span", { class: "muted small" }, views.length > 1 ? "viewpoints " : "viewpoint "),
+          views.map(function (v, i) { return [i ? h("span", { class: "sep" }, "→") : null, h("span", { class: "chip view" }, v)]; })) : null,
+        q && q.k != null ? h("span", { class: "mem-k muted small" }, "k = " + q.k) : null,
+        hasText(r.query) ? h("span", { class: "mem-query-text muted small", title: r.query }, "query “" + truncate(r.query, 90) + "”") : null,
+        qextra.map(function (k) { return h("span", { class: "muted small" }, k + " = " + (typeof q[k] === "object" ? JSON.stringify(q[k]) : String(q[k]))); }),
+        h("span", { class: "grow" }),
+        kinds.map(function (k) {
+          return h("span", { class: "metric" }, nouns(lists[k].length, LIST_NOUNS[k] || k));
+        })),
+      r.error ? h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, String(r.error))) : null,
+      kinds.map(function (k) { return itemList(k, lists[k], runs, kinds.length > 1); }),
+      !kinds.length && !r.error ? h("div", { class: "muted small" }, "nothing retrieved") : null,
+      notes.length ? h("ul", { class: "mem-notes small muted" }, notes.map(function (n) { return h("li", {}, String(n)); })) : null,
+      rounds.length ? h("details", { class: "mem-rounds" }, h("summary", {}, "search rounds (" + rounds.length + ")"),
+        h("table", { class: "kv rounds" }, h("tr", {}, ["round", "viewpoint", "method", "eligible", "found"].map(function (x) { return h("th", {}, x); })),
+          rounds.map(function (x) {
+            return h("tr", {}, ["round", "viewpoint", "method", "eligible", "found"].map(function (k) { return h("td", {}, x[k] == null ? "–" : String(x[k])); }));
+          }))) : null,
+      extraKeys.length ? h("details", { class: "mem-extra" }, h("summary", {}, "more fields"), renderValue(extra, { root: null, boxes: [], regions: [] })) : null,
+      hasText(r.text) ? h("details", { class: "mem-shown" }, h("summary", {}, "what the model was shown"), h("pre", { class: "txt" }, r.text)) : null);
+  }
+
+  /** A step's "Retrieved" panel: every record its memory gave it (collapsed when many). */
+  function renderRetrieved(recs, when) {
+    if (!recs.length) return null;
+    var body = h("div", { class: "mem-records" }, h("span", { class: "muted small" }, "…"));
+    runNames().then(function (runs) {
+      body.textContent = "";
+      add(body, recs.map(function (r) { return renderRecord(r, runs); }));
+    });
+    var c = retrievedCounts({ steps: [{ retrieved: recs }] });
+    var errors = recs.filter(function (r) { return r.error; }).length;
+    var many = recs.length > 3;
+    return h("details", { class: "retrieved " + when, open: !many },
+      h("summary", {}, h("span", { class: "tag" }, "Memory"),
+        h("span", { class: "mem-summary" }, countsText(c) || "nothing retrieved"),
+        h("span", { class: "muted small" }, " · " + plural(recs.length, "retrieval")),
+        errors ? h("span", { class: "badge err" }, plural(errors, "error")) : null),
+      body);
+  }
+
+  function retrievedChip(st) {
+    var recs = records(st);
+    if (!recs.length) return null;
+    var n = 0;
+    recs.forEach(function (r) { var l = recordLists(r); Object.keys(l).forEach(function (k) { n += l[k].length; }); });
+    var bad = recs.some(function (r) { return r.error; });
+    return h("span", { class: "badge memory" + (bad ? " err" : ""), title: "retrieved from memory for this step" }, "memory " + n);
+  }
+
+  /** Scroll to (and mark) the step a link asked for: `?step=N`, in the child trace at
+   * `path` ("2.child": the child of step 2) when given. */
+  function focusStep(params) {
+    var n = parseInt(params.step, 10);
+    if (isNaN(n)) return;
+    var block = document.querySelector(".trace > details.agent-block.top");
+    var path = params.path ? String(params.path).split(".") : [];
+    for (var i = 0; block && i + 1 < path.length; i += 2) {
+      var parent = stepIn(block, parseInt(path[i], 10));
+      block = parent ? parent.querySelector("details.agent-block") : null;
+    }
+    var el = block ? stepIn(block, n) : null;
+    if (!el) return;
+    for (var d = el.parentElement; d; d = d.parentElement) if (d.tagName === "DETAILS") d.open = true;
+    el.classList.add("target");
+    el.scrollIntoView({ block: "center" });
+  }
+
+  function stepIn(block, n) {
+    var all = block.querySelectorAll(".step[data-step='" + n + "']");
+    for (var i = 0; i < all.length; i++) if (all[i].closest("details.agent-block") === block) return all[i];
+    return null;
   }
 
   // -- MulProg: the program line by line, and its grounded explanation -----------------------
@@ -1267,7 +1557,10 @@
         h("div", { class: "vals" }, Object.keys(inputs).map(function (k) {
           return h("div", { class: "val-block" }, h("div", { class: "var mono" }, k), renderValue(inputs[k], geo, k));
         }))) : null;
+      var memCounts = retrievedCounts(trace);
+      var memText = countsText(memCounts);
       var traceEl = trace ? h("section", { class: "card trace" }, h("h2", {}, "Trace",
+        memText ? h("span", { class: "badge memory", id: "memory-summary" }, memText + " in " + plural(memCounts.steps, "step")) : null,
         h("span", { class: "tools" },
           h("button", { type: "button", on: { click: function () { toggleAll(true); } } }, "expand all"),
           h("button", { type: "button", on: { click: function () { toggleAll(false); } } }, "collapse agents"))),
