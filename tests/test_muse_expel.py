@@ -223,7 +223,7 @@ def test_scripted_agent_sees_rules_by_votes_and_the_nearest_success(
     (rec,) = result.trace.steps[0].retrieved
     assert rec["source"] == "expel" and rec["policy"] == "advisor"
     assert rec["rules"] == [{"text": CENTRES, "votes": 5}, {"text": ZOOM2, "votes": 4}]
-    assert [e["source"] for e in rec["examples"]] == ["explore/vstar/s1", "explore/vstar/s4"]
+    assert [e["id"] for e in rec["examples"]] == ["explore/vstar/s1", "explore/vstar/s4"]
     assert [e["same_task"] for e in rec["examples"]] == [True, False]
     assert rec["examples"][0]["similarity"] > 0.3
     assert rec["text"] == message[rules:]
@@ -236,7 +236,7 @@ def test_memory_k_sets_the_examples_and_files_are_checked(store: RunStore, tmp_p
     ctx = ToolContext(task=("vstar", "relation"))
     result = asyncio.run(system.run(CUP, {"image": solid(RED)}, ctx=ctx))
     (rec,) = result.trace.steps[0].retrieved
-    assert [e["source"] for e in rec["examples"]] == ["explore/vstar/s4"]
+    assert [e["id"] for e in rec["examples"]] == ["explore/vstar/s4"]
     MemoryFile(tmp_path / "r.db", "reflexion").close()
     with pytest.raises(SpecError, match="is a reflexion memory, not an expel memory"):
         expel_system(bench(tmp_path / "r.db", agent_llm))

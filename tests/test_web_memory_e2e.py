@@ -220,7 +220,7 @@ def muse_trace() -> Trace:
                         {
                             "text": REFLECTION,
                             "similarity": 0.71,
-                            "source": f"{SOURCE_RUN}/{DATASET}/s2",
+                            "source": {"run": SOURCE_RUN, "dataset": DATASET, "sample_id": "s2"},
                             "task": [DATASET, "attribute"],
                             "same_task": True,
                         }
@@ -235,7 +235,7 @@ def muse_trace() -> Trace:
                     "rules": [{"text": RULES[0], "votes": 3}, {"text": RULES[1], "votes": 1}],
                     "examples": [
                         {
-                            "source": f"{GONE_RUN}/{DATASET}/s9",
+                            "source": {"run": GONE_RUN, "dataset": DATASET, "sample_id": "s9"},
                             "similarity": 0.64,
                             "task": [DATASET, "attribute"],
                             "same_task": True,
@@ -406,7 +406,7 @@ def check_sample(page: Page, base: str, shot: str) -> None:
     assert item.locator(".hit-guidance").inner_text() == REFLECTION
     assert item.locator(".hit-sim").inner_text() == "sim 0.710"
     assert item.locator(".mem-extra").inner_text() == "task vstar / attribute · same task true"
-    # its source, an id string, links to the sample when the run is here
+    # its source sample links to the sample when the run is here
     assert item.locator("a.source-link").inner_text() == f"{SOURCE_RUN} / {DATASET} / s2"
     expel = panel.locator(".mem-record[data-source=expel]")
     assert expel.locator(".mem-title").inner_text() == "ExpeL rules and examples"
@@ -414,7 +414,8 @@ def check_sample(page: Page, base: str, shot: str) -> None:
     assert rules.locator(".hit-guidance").all_inner_texts() == list(RULES)
     example = expel.locator("ol.hits[data-key=examples] .mem-item")
     assert example.locator("a").count() == 0
-    assert example.locator(".source-text").inner_text() == f"{GONE_RUN}/{DATASET}/s9"
+    gone_text = example.locator(".source-text").inner_text()
+    assert gone_text == f"{GONE_RUN} / {DATASET} / s9 (run not here)"
     # the last step retrieved nothing: no panel
     assert page.locator(".trace .step[data-step='2'] details.retrieved").count() == 0
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)

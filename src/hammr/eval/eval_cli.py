@@ -485,25 +485,17 @@ def report_cmd(
 
     if ablations and scaling_dir is None:
         fail("--ablation goes with --scaling DIR (where the plots are written)")
+    if html_out is not None and layout == "methods":
+        fail(
+            "--html writes the whole report page, in its own layout; for Table 2 as HTML use "
+            "--layout methods --format html"
+        )
 
     store = open_store(store_path, create=False)
     if store is None:
         from hammr.eval.store import default_store_path
 
         fail(f"no run named {runs[0]!r} ({store_path or default_store_path()} does not exist)")
-    if html_out is not None:
-        from hammr.web.static_report import write_report
-
-        try:
-            size = write_report(store, runs, html_out, ci_samples=ci_samples)
-        except StoreError as e:
-            fail(str(e))
-        except OSError as e:
-            fail(f"cannot write {html_out}: {e}")
-        finally:
-            store.close()
-        click.echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
-        return
     if scaling_dir is not None:
         from hammr.eval.scaling import FIGURES, write_scaling
 
@@ -520,6 +512,19 @@ def report_cmd(
             click.echo(f"wrote {plot.path} ({len(plot.series)} lines)", err=True)
             for note in plot.notes:
                 click.echo(f"  note: {note}", err=True)
+    if html_out is not None:
+        from hammr.web.static_report import write_report
+
+        try:
+            size = write_report(store, runs, html_out, ci_samples=ci_samples)
+        except StoreError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"cannot write {html_out}: {e}")
+        finally:
+            store.close()
+        click.echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
+        return
     try:
         if layout == "methods":
             from hammr.eval.methods_report import build_methods_table

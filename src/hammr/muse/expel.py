@@ -452,7 +452,8 @@ class ExpeLAdvisor:
             "rules": [{"text": r.text, "votes": r.votes} for r in self.rules],
             "examples": [
                 {
-                    "source": f.entry.id,
+                    "id": f.entry.id,
+                    "source": f.entry.source(),
                     "similarity": f.similarity,
                     "task": list(f.entry.task),
                     "same_task": f.same_task,

@@ -212,7 +212,8 @@ class ReflexionAdvisor:
                 {
                     "text": f.entry.text,
                     "similarity": f.similarity,
-                    "source": f.entry.id,
+                    "id": f.entry.id,
+                    "source": f.entry.source(),
                     "task": list(f.entry.task),
                     "same_task": f.same_task,
                 }

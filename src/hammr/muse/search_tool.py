@@ -175,6 +175,7 @@ class SearchExperiences:
         if not viewpoints:
             raise BadArguments(f"{TOOL_NAME}: name at least one viewpoint, from: {listing}")
         names: list[str] = []
+        absent: list[str] = []
         for v in viewpoints:
             try:
                 name = viewpoint_name(v)
@@ -183,13 +184,18 @@ class SearchExperiences:
                     f"{TOOL_NAME}: {v!r} is not a viewpoint; choose from: {listing}"
                 ) from None
             if name not in offered:
-                raise BadArguments(
-                    f"{TOOL_NAME}: the experience bank has no viewpoint {name!r}; "
-                    f"choose from: {listing}"
-                )
-            if name not in names:
+                absent.append(name)
+            elif name not in names:
                 names.append(name)
-        notes: list[str] = []
+        if not names:
+            which = ", ".join(repr(a) for a in absent)
+            raise BadArguments(
+                f"{TOOL_NAME}: the experience bank has no viewpoint {which}; choose from: {listing}"
+            )
+        # a deep search goes on under the viewpoints the bank has, and says what it left out
+        notes: list[str] = [
+            f"{a}: not in this experience bank (it has {listing}); not searched" for a in absent
+        ]
         if len(names) > self.options.depth:
             dropped = ", ".join(names[self.options.depth :])
             notes.append(f"a search goes through {self.options.depth} viewpoints at most; "

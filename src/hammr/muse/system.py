@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hammr.agent import AgentResult, ReActAgent, traced
@@ -27,7 +27,8 @@ from hammr.backends.llm.base import (
     vision_limits_of,
 )
 from hammr.muse.advisors import open_searcher, with_experience_search
-from hammr.muse.agent import EXAMPLES, react_agent
+from hammr.muse.agent import react_agent
+from hammr.muse.search_tool import TOOL_NAME, SearchExperiences
 from hammr.systems import Workbench
 from hammr.tools.base import ToolContext
 from hammr.trace import Step, StepUsage, Trace, encode_value
@@ -46,20 +47,28 @@ form
 Answer: the short answer
 For a multiple-choice question, the answer is the letter of the option you chose (Answer: B)."""
 
-SEARCH_EXAMPLE = """
+_SEARCH_EXAMPLE = """
 Question: How many boats are moored in the harbour?
 Variables:
 - image: image 4000x3000
 [Thought]: Before choosing a tool I look for guidance from past runs in states like mine.
-[Act]: tips = SearchExperiences(['question+images', 'question'], 3)
-[Observe]: 2 past experiences (deep search under question+images -> question, k=3):
-1. learned from success, score 9/10 (via question+images, similarity 0.81): Detect the objects first and count the boxes; zoom in where they are small.
-2. learned from failure, score 3/10 (via question, similarity 0.74): Counting by eye over the whole image missed the small ones. (stored in 'tips')
+[Act]: tips = SearchExperiences(['{first}', '{second}'], 3)
+[Observe]: 2 past experiences (deep search under {first} -> {second}, k=3):
+1. learned from success, score 9/10 (via {first}, similarity 0.81): Detect the objects first and count the boxes; zoom in where they are small.
+2. learned from failure, score 3/10 (via {second}, similarity 0.74): Counting by eye over the whole image missed the small ones. (stored in 'tips')
 [Thought]: Following that guidance, I detect the boats and count the boxes.
 [Act]: boats = DetectObject(image, 'boat')
 [Observe]: 4 boxes: boat at left:310/top:2210/width:140/height:60 (score 0.8), boat at left:820/top:2250/width:150/height:70 (score 0.7), boat at left:1500/top:2190/width:120/height:55 (score 0.6), boat at left:2900/top:2300/width:160/height:65 (score 0.6) (stored in 'boats')
 [Thought]: Four boats were found along the quay.
 [Finish]: 4"""  # noqa: E501
+
+
+def search_example(viewpoints: Sequence[str]) -> str:
+    """The worked example of a deep search, under two viewpoints the bank has (a weak model
+    copies the example's viewpoints, so they must be ones it can search)."""
+    first = viewpoints[0] if viewpoints else "question"
+    second = next((v for v in viewpoints[1:] if v != first), first)
+    return _SEARCH_EXAMPLE.replace("{first}", first).replace("{second}", second)
 
 
 # -- cot ---------------------------------------------------------------------------------------
@@ -245,19 +254,21 @@ def muse_system(bench: Workbench) -> ReActAgent:
     """``muse``: the tool agent searching the experience bank of ``[memory] path`` (SpecError
     without one, or when the configured embedder is not the one that built it)."""
     searcher, settings = open_searcher(bench.config, bench.backends, "muse")
-    examples = EXAMPLES if settings.policy == "every_step" else (*EXAMPLES, SEARCH_EXAMPLE)
-    agent = react_agent(bench, examples=examples, name=MUSE_NAME)
+    agent = react_agent(bench, name=MUSE_NAME)
     agent.description = (
         "Answers questions about images with visual tools, guided by past runs' experiences."
     )
-    return with_experience_search(agent, searcher, settings.options, settings.policy)
+    equipped = with_experience_search(agent, searcher, settings.options, settings.policy)
+    search = equipped.tools.get(TOOL_NAME)
+    if isinstance(search, SearchExperiences):
+        equipped.examples = [*equipped.examples, search_example(search.offered())]
+    return equipped
 
 
 __all__ = [
     "COT_INSTRUCTIONS",
     "COT_NAME",
     "MUSE_NAME",
-    "SEARCH_EXAMPLE",
     "CoTReply",
     "CoTSystem",
     "cot_system",
@@ -266,4 +277,5 @@ __all__ = [
     "options_of",
     "parse_cot",
     "react_system",
+    "search_example",
 ]

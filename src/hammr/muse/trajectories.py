@@ -279,6 +279,11 @@ class Entry:
     def task(self) -> tuple[str, str]:
         return (self.dataset, self.sub_task)
 
+    def source(self) -> dict[str, str]:
+        """Its source sample, in the shape of an experience hit's ``source`` (the viewer links
+        it)."""
+        return {"run": self.run, "dataset": self.dataset, "sample_id": self.sample_id}
+
 
 @dataclass
 class Rule:
