@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hammr.eval.report import Cell, Format, aggregate_cell, suite_aggregates
+from hammr.eval.report import Cell, Format, aggregate_cell, markdown_table, suite_aggregates
 from hammr.eval.store import RunInfo, RunStore, StoreError
 
 __all__ = [
@@ -270,18 +270,7 @@ def _render_markdown(table: MethodsTable) -> str:
         ["", *(f"*{c.sub_task}*" if c.sub_task else "" for c in table.columns)],
         *([row.label, *_texts(row.cells)] for row in table.rows),
     ]
-    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cells)]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = "|" + "|".join(
-        ":" + "-" * (w + 1) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)
-    )
-    out = [line(head), rule + "|", *(line(r) for r in body), ""]
-    out += [f"- {n}" for n in table.footnotes]
-    return "\n".join(out) + "\n"
+    return markdown_table(head, body, table.footnotes)
 
 
 def _render_csv(table: MethodsTable) -> str:

@@ -286,6 +286,14 @@ def render_markdown(report: Report) -> str:
         ["**Macro average**", *(f"**{t}**" if t != "–" else t for t in _texts(report.macro))],
         ["*samples*", *_totals(report)],
     ]
+    return markdown_table(head, body, report.footnotes)
+
+
+def markdown_table(
+    head: Sequence[str], body: Sequence[Sequence[str]], footnotes: Sequence[str] = ()
+) -> str:
+    """A markdown table, first column left-aligned and the others right-aligned, padded to
+    line up, followed by its footnotes as a list."""
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
 
     def line(cells: Sequence[str]) -> str:
@@ -296,7 +304,7 @@ def render_markdown(report: Report) -> str:
         ":" + "-" * (w + 1) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)
     )
     out = [line(head), rule + "|", *(line(r) for r in body), ""]
-    out += [f"- {n}" for n in report.footnotes]
+    out += [f"- {n}" for n in footnotes]
     return "\n".join(out) + "\n"
 
 

@@ -78,11 +78,8 @@ def reply_schema(n: int) -> dict[str, Any]:
 
 
 def takes_json_schema(llm: object) -> bool:
-    """Whether ``llm`` (or the model a cache wraps) is constrained by a JSON schema."""
-    inner = getattr(llm, "inner", None)
-    return bool(
-        getattr(llm, "json_schema_support", False) or getattr(inner, "json_schema_support", False)
-    )
+    """Whether ``llm`` is constrained by a JSON schema (a response cache passes this on)."""
+    return bool(getattr(llm, "json_schema_support", False))
 
 
 # -- checking replies -----------------------------------------------------------------------
