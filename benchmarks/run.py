@@ -14,6 +14,7 @@
 .venv/bin/python benchmarks/run.py mulprog    # (k) MulProg vs HAMMR on SmolLM2, demo suite, ~5 min
 .venv/bin/python benchmarks/run.py avis       # (l) AVIS vs autonomous: prompts and calls, ~1 min
 .venv/bin/python benchmarks/run.py memory     # (m) experience bank search 10k-1M, ~15 min
+.venv/bin/python benchmarks/run.py prefix     # (n) prefix reuse on a llama.cpp server, ~30 min
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import memory_search
 import mulprog_programs
 import ocr_batch
 import pool_throughput
+import prefix_reuse
 import ray_throughput
 import routing_accuracy
 import step_overhead
@@ -62,6 +64,7 @@ def main(argv: list[str]) -> None:
         "mulprog",
         "avis",
         "memory",
+        "prefix",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -227,6 +230,25 @@ def main(argv: list[str]) -> None:
                 "every text-only viewpoint",
                 memory_search.BUILD_COLUMNS,
                 build,
+            )
+        )
+
+    if "prefix" in which:
+        rows, conversations = prefix_reuse.run()
+        console.print(
+            table(
+                "(n) prefix reuse on llama.cpp's server (SmolLM2, 1 slot), 1 bundled question "
+                "per system, 4 steps: share of every later call's prompt taken from the "
+                "server's cache (target: >= 90% for every system that loops)",
+                prefix_reuse.COLUMNS,
+                rows,
+            )
+        )
+        console.print(
+            table(
+                "(n') per conversation that loops: does each later prompt extend the previous?",
+                prefix_reuse.CONVERSATION_COLUMNS,
+                conversations,
             )
         )
 

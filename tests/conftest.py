@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from hammr.values import Image
+from real_server import real_embedding_server, real_llm_server, spare_llm_server
+
+__all__ = ["real_embedding_server", "real_llm_server", "spare_llm_server"]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

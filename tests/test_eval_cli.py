@@ -133,6 +133,8 @@ def test_eval_report_and_runs_end_to_end(server: FakeServer, tmp_path: Path) -> 
         info = s.run_info("t")
         assert info is not None and info.system == "naive" and info.suite == "tiny"
         assert info.config["llm.model"] == "fake" and info.settings["limit"] == 2
+        # a served model: 300 s of wall-clock work per question unless llm.timeout_s is longer
+        assert (info.settings["timeout_s"], info.settings["timeout_counts"]) == (300, "wall")
 
     # an agent as the system, and the default name SUITE-SYSTEM-DATE
     code, out, err = run([*base, "--system", "OCRReasoningAgent", "--limit", "1"], env)
@@ -190,6 +192,8 @@ def test_timeouts_and_failures_are_stored_and_retried_on_request(
     assert code == 0, err
     assert "1 errors, 1 timeouts (scored 0)" in out
     assert "1 samples ended in llm_failure (is the LLM server up?)" in err
+    assert "1 samples timed out (1 s of work each, counted in wall-clock time" in err
+    assert "--retry-failed and a longer --timeout (--timeout 0: no limit)" in err
     with RunStore(store) as s:
         slow = s.get("t", "counts", "s1")
         assert (slow.status, slow.score) == ("timeout", 0.0)

@@ -363,3 +363,228 @@ async def test_the_deadline_reaches_the_model_through_the_agent_fake_llm(image: 
     async with WorkDeadline(5) as deadline:
         await agent.run("q", {}, ctx=ToolContext())
     assert seen == [deadline]
+
+
+# --------------------------------------------------------------------------- work clocks
+
+
+class ScriptedClock:
+    """A scripted work clock: seconds of work, advanced only by :meth:`advance`."""
+
+    counts = "scripted work"
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class ContendedLLM:
+    """A scripted fake model on a machine that other programs keep busy: each call does
+    ``work_s`` of work on ``clock`` but takes ``wall_s`` of wall-clock time (the rest spent
+    waiting for a processor). Replies with ``script`` in order."""
+
+    name = "contended"
+    grammar_support = "none"
+
+    def __init__(self, clock: ScriptedClock, script: list[str], work_s: float, wall_s: float):
+        self.clock = clock
+        self.script = list(script)
+        self.work_s = work_s
+        self.wall_s = wall_s
+        self.calls = 0
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.calls += 1
+        # the work comes in small slices over the call, as a processor's time does
+        slices = 10
+        for _ in range(slices):
+            await asyncio.sleep(self.wall_s / slices)
+            self.clock.advance(self.work_s / slices)
+        return LLMResponse(self.script.pop(0), Usage(5, 5), self.name)
+
+
+MEASURE_TWICE = [
+    "[Thought]: measure it\n[Act]: m = Measure(image)",
+    "[Thought]: measure again\n[Act]: n = Measure(image)",
+    "[Thought]: done\n[Finish]: a0",
+]
+
+
+async def contended_run(
+    tmp_path: Path, image: Path, llm: ContendedLLM, clock: ScriptedClock | None
+) -> Any:
+    with RunStore(tmp_path / "s.sqlite") as store:
+        store.open_run("r", "demo", "answerer")
+        out = await run_eval(
+            answerer(llm, tools=(Measure,)), samples(image, 1), store=store, run_name="r",
+            timeout_s=0.5, work_clock=clock,
+        )  # fmt: skip
+        return out, store.get("r", "demo", "q0")
+
+
+async def test_a_sample_slowed_by_contention_is_not_stored_as_timeout_scripted_clock(
+    tmp_path: Path, image: Path
+) -> None:
+    """Three model calls of 0.05 s of work each, each stretched to 0.3 s by a busy machine:
+    0.9 s of wall time against a 0.5 s budget, but only 0.15 s of work."""
+    clock = ScriptedClock()
+    llm = ContendedLLM(clock, MEASURE_TWICE, work_s=0.05, wall_s=0.3)
+    out, rec = await contended_run(tmp_path, image, llm, clock)
+    assert out.timeouts == 0 and rec.status == "finished" and rec.prediction == "a0"
+    assert llm.calls == 3 and rec.latency_s > 0.5  # it did outlast the budget in wall time
+
+
+async def test_the_same_contention_times_out_on_the_wall_clock_scripted_clock(
+    tmp_path: Path, image: Path
+) -> None:
+    """The control: counted in wall time, the same sample is stored as timeout."""
+    llm = ContendedLLM(ScriptedClock(), MEASURE_TWICE, work_s=0.05, wall_s=0.3)
+    out, rec = await contended_run(tmp_path, image, llm, None)
+    assert out.timeouts == 1 and rec.status == "timeout"
+    assert str(rec.error).startswith("no answer within 0.5 s of work; stopped in ")
+
+
+async def test_a_sample_that_works_past_its_budget_times_out_on_the_work_clock_scripted_clock(
+    tmp_path: Path, image: Path
+) -> None:
+    """Real work is still bounded: 0.3 s of work per call (a quiet machine) runs out of a
+    0.5 s budget in the second call, and the stored record says what the clock counted,
+    with the partial trace."""
+    clock = ScriptedClock()
+    llm = ContendedLLM(clock, MEASURE_TWICE, work_s=0.3, wall_s=0.3)
+    out, rec = await contended_run(tmp_path, image, llm, clock)
+    assert out.timeouts == 1 and rec.status == "timeout" and rec.prediction is None
+    assert str(rec.error).startswith("no answer within 0.5 s of work (scripted work); stopped in ")
+    assert rec.trace is not None and rec.trace.steps[0].action == "m = Measure(image)"
+    assert llm.script  # the run never reached its last reply
+
+
+async def test_work_done_while_queued_is_not_counted_on_a_work_clock_scripted_clock() -> None:
+    """On a work clock too, what the clock counts while the task waits for a slot (other
+    tasks' work, in the same process) is not the task's."""
+    clock = ScriptedClock()
+    async with WorkDeadline(0.5, clock) as deadline:
+        async with queued():
+            for _ in range(5):  # another sample works 1 s while this one waits
+                clock.advance(0.2)
+                await asyncio.sleep(0.02)
+        clock.advance(0.2)
+        await asyncio.sleep(0.1)
+    assert not deadline.expired()
+    assert deadline.worked() == pytest.approx(0.2)
+    assert deadline.queued_s > 0
+
+
+class SchedStats:
+    """A scripted /proc/self/task: per thread, the seconds it has waited for a processor,
+    written as Linux writes them (run ns, wait ns, timeslices), and a scripted monotonic
+    clock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.now = 100.0
+        self.waits: dict[str, float] = {}
+        root.mkdir()
+
+    def set(self, **waits: float) -> None:
+        for tid, seconds in waits.items():
+            self.waits[tid] = seconds
+            (self.root / tid).mkdir(exist_ok=True)
+            (self.root / tid / "schedstat").write_text(f"123 {round(seconds * 1e9)} 7\n")
+
+    def end(self, tid: str) -> None:
+        for f in (self.root / tid).iterdir():
+            f.unlink()
+        (self.root / tid).rmdir()
+
+
+def test_the_stall_clock_leaves_out_time_waiting_for_a_processor_scripted_schedstat(
+    tmp_path: Path,
+) -> None:
+    from hammr.work_clock import StallClock
+
+    proc = SchedStats(tmp_path / "task")
+    proc.set(**{"1": 0.0, "2": 0.0})
+    clock = StallClock(proc.root, now=lambda: proc.now)
+    assert clock.available
+    start = clock()
+    # a quiet second: all of it is work
+    proc.now += 1.0
+    assert clock() - start == pytest.approx(1.0)
+    # a busy second: the model's two threads each waited 0.7 s for a processor, at once
+    proc.now += 1.0
+    proc.set(**{"1": 0.7, "2": 0.7})
+    assert clock() - start == pytest.approx(1.3)
+    # a thread that waits longer than the wall time between readings (rounding) stalls
+    # the process for that time at most, and a thread that started meanwhile counts
+    proc.now += 0.5
+    proc.set(**{"1": 1.5, "3": 0.2})
+    assert clock() - start == pytest.approx(1.3)
+    # a thread that ended is no longer read; the clock never goes back
+    proc.end("3")
+    proc.now += 1.0
+    proc.set(**{"1": 1.6})
+    assert clock() - start == pytest.approx(2.2)
+
+
+def test_without_schedstat_the_stall_clock_is_the_wall_clock(tmp_path: Path) -> None:
+    from hammr.work_clock import StallClock
+
+    now = [5.0]
+    clock = StallClock(tmp_path / "no-such-dir", now=lambda: now[0])
+    assert not clock.available
+    start = clock()
+    now[0] += 2.5
+    assert clock() - start == pytest.approx(2.5)
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_the_per_question_timeout_is_sized_to_the_backend() -> None:
+    from hammr.config import load_config
+    from hammr.eval.job import sample_timeout, work_counted
+
+    embedded = load_config(env={})
+    assert sample_timeout(embedded) is None  # no limit: calls and steps are bounded
+    assert work_counted(embedded) == "wall_less_processor_waits"
+    assert sample_timeout(embedded, 120) == 120 and sample_timeout(embedded, 0) is None
+    served = load_config(
+        env={"HAMMR_LLM__BACKEND": "openai", "HAMMR_LLM__BASE_URL": "http://127.0.0.1:1/v1"}
+    )
+    assert served.get("llm.timeout_s") == 600  # a loaded CPU server's grammar requests fit
+    assert sample_timeout(served) == 600  # one request may run to its own limit
+    assert work_counted(served) == "wall"
+    fast = load_config(
+        env={
+            "HAMMR_LLM__BACKEND": "openai",
+            "HAMMR_LLM__BASE_URL": "http://127.0.0.1:1/v1",
+            "HAMMR_LLM__TIMEOUT_S": "20",
+        }
+    )
+    assert sample_timeout(fast) == 300
+
+
+def test_an_embedded_job_leaves_out_processor_waits_and_a_served_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hammr.config import load_config
+    from hammr.eval.job import BuiltJob, EvalJob
+    from hammr.work_clock import stall_clock
+
+    seen: dict[str, Any] = {}
+
+    def spy(system: Any, **kw: Any) -> None:
+        seen.update(kw)
+
+    monkeypatch.setattr("hammr.eval.job.local_answerer", spy)
+    cfg = load_config(env={})
+    for work, clock in (("wall_less_processor_waits", stall_clock()), ("wall", None)):
+        job = EvalJob(config=cfg, system="hammr", timeout_s=5.0, work=work)  # type: ignore[arg-type]
+        BuiltJob(job, system=Any, llm=Any, backends={}).answerer("r")  # type: ignore[arg-type]
+        assert seen["work_clock"] is clock and seen["timeout_s"] == 5.0

@@ -1,7 +1,9 @@
 """The README's demo evaluation on the embedded model, run as a user runs it: under a
-loaded CPU it finishes with no timeouts, and with a tiny timeout every sample keeps its
-partial trace and the process ends within seconds of its last sample (cancelled model calls
-stop instead of generating for nobody).
+loaded CPU it finishes with no timeouts (the embedded model has no per-question limit by
+default; the test gives it the 300 s a served model gets, which on the embedded model leave
+out the time its threads wait for a processor, so the load does not spend them), and with a
+tiny timeout every sample keeps its partial trace and the process ends within seconds of its
+last sample (cancelled model calls stop instead of generating for nobody).
 
 These run the real SmolLM2 model and the real tools end to end (minutes, not seconds), and
 are skipped when the embedded model is not installed.
@@ -57,7 +59,7 @@ def test_the_readme_demo_evaluation_under_cpu_load_has_no_timeouts(tmp_path: Pat
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         done = subprocess.run(
-            demo_eval(store), env=user_env(tmp_path), cwd=tmp_path,
+            demo_eval(store, "--timeout", "300"), env=user_env(tmp_path), cwd=tmp_path,
             capture_output=True, text=True, timeout=1500,
         )  # fmt: skip
     finally:
@@ -88,10 +90,13 @@ def test_timed_out_samples_keep_their_traces_and_the_process_ends_promptly(
     assert len(found) == 8
     timed_out = [r for r in found if r[1] == "timeout"]
     assert len(timed_out) >= 4, [r[:3] for r in found]
-    for sid, _, error, trace_json, _, latency_s in timed_out:
-        # its model call stopped at the next prompt batch or token, not at the end of the call
-        assert latency_s < 2 + 4, f"{sid} ran {latency_s:.1f} s for a 2 s budget"
-        assert error is not None and error.startswith("no answer within 2 s of work"), error
+    for sid, _, error, trace_json, _, _ in timed_out:
+        # The budget leaves out time waiting for a processor, so how much wall time a sample
+        # took depends on the machine's load: that its model call stops at the next token is
+        # tested in test_eval_timeouts, and here by the process ending promptly.
+        assert error is not None and error.startswith(
+            "no answer within 2 s of work (wall-clock time less time waiting for a processor)"
+        ), error
         assert "stopped in " in error, error
         assert trace_json is not None, f"{sid}: the partial trace was not kept"
         trace = json.loads(trace_json)

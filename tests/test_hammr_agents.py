@@ -26,11 +26,15 @@ BLANK = Image(PILImage.new("RGB", (64, 48), (200, 200, 200)))
 class BagOfWordsEmbedder:
     """A deterministic stand-in for the text embedder: hashed word counts, L2-normalised."""
 
+    cache_key = "bag of words, 256 buckets"
+
     def __init__(self) -> None:
         self.calls = 0
+        self.texts = 0
 
     async def embed_queries(self, texts: list[str]) -> np.ndarray:
         self.calls += 1
+        self.texts += len(texts)
         rows = np.zeros((len(texts), 256), dtype=np.float32)
         for i, t in enumerate(texts):
             for w in re.findall(r"[a-z]+", t.lower()):
@@ -150,8 +154,20 @@ async def test_router_embeddings_are_cached_on_disk(tmp_path: Path) -> None:
     await NeighbourRouter.from_catalog(catalog, first, cache_dir=tmp_path).route("x y", ["image"])
     second = BagOfWordsEmbedder()
     await NeighbourRouter.from_catalog(catalog, second, cache_dir=tmp_path).route("x y", ["image"])
-    assert first.calls == 2 and second.calls == 1
+    assert first.calls == 2 and first.texts > 100
+    # one labelled question, to check the cached vectors are still this embedder's; the question
+    assert second.calls == 2 and second.texts == 2
     assert len(list(tmp_path.glob("router-*.npy"))) == 1
+
+
+async def test_an_embedder_with_no_name_is_not_cached_on_disk(tmp_path: Path) -> None:
+    class Unnamed(BagOfWordsEmbedder):
+        cache_key = ""  # and Python's default repr: nothing says which model it is
+
+    await NeighbourRouter.from_catalog(AgentCatalog.load(), Unnamed(), cache_dir=tmp_path).route(
+        "x y", ["image"]
+    )
+    assert not list(tmp_path.iterdir())
 
 
 def _hybrid(threshold: float) -> tuple[RoutedDispatcher, ScriptedLLM]:

@@ -111,7 +111,7 @@ def test_cards() -> None:
     for t in KNOWLEDGE_TOOLS:
         assert "ctx" not in t.card()
     assert AnswerWithContext.card().startswith(
-        "AnswerWithContext(question: text, context: any) -> the short answer"
+        "AnswerWithContext(question: text, context: page | text) -> the short answer"
     )
     assert WikipediaArticle.capability == "kb"
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from fake_http_server import LocalServer, QuietHandler
 from fake_openai_server import FakeServer, Reply, ok_body
 from hammr.backends.llm.base import ImagePart, LLMError, LLMRequest, Message
 from hammr.backends.llm.cache import CachedLLM
@@ -291,3 +292,129 @@ async def test_cached_over_http(server: FakeServer, tmp_path: Path) -> None:
     assert not first.cached and second.cached and second.text == first.text
     assert second.usage == first.usage
     assert len(server.seen) == 1
+
+
+# -- what a reply carries besides its text ----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["chat", "completion"])
+async def test_null_content_is_empty_text_and_keeps_finish_reason_with_scripted_server(
+    server: FakeServer, mode: Any
+) -> None:
+    """A reply with ``content: null`` (a server that wrote nothing, or only a tool call) is
+    an empty text, not an error: the agent loop turns it into an observation."""
+    body = ok_body(completion=mode == "completion")
+    choice = body["choices"][0]
+    choice["finish_reason"] = "length"
+    if mode == "chat":
+        choice["message"]["content"] = None
+    else:
+        choice["text"] = None
+    server.script.append(Reply(body=body))
+    resp = await fast(server, mode=mode).complete(req())
+    assert (resp.text, resp.finish_reason) == ("", "length")
+    assert resp.usage.prompt_tokens == 11
+
+
+@pytest.mark.parametrize(
+    ("extra", "cached"),
+    [
+        ({}, None),
+        ({"usage": {"prompt_tokens": 11, "prompt_tokens_details": {"cached_tokens": 8}}}, 8),
+        ({"timings": {"cache_n": 7, "prompt_n": 4}}, 7),
+        (
+            {
+                "usage": {"prompt_tokens": 11, "prompt_tokens_details": {"cached_tokens": 9}},
+                "timings": {"cache_n": 7},
+            },
+            9,
+        ),
+        ({"usage": {"prompt_tokens_details": None}, "timings": {"cache_n": 6}}, 6),
+        ({"usage": {"prompt_tokens_details": {"cached_tokens": -1}}}, None),
+        ({"timings": {"cache_n": True}}, None),
+        ({"timings": "fast"}, None),
+    ],
+    ids=["neither", "openai", "llamacpp", "both", "null-details", "negative", "bool", "junk"],
+)
+async def test_cached_prompt_tokens_from_usage_or_timings_with_scripted_server(
+    server: FakeServer, extra: dict[str, Any], cached: int | None
+) -> None:
+    server.script.append(Reply(body={**ok_body("x"), **extra}))
+    resp = await fast(server).complete(req())
+    assert resp.cached_prompt_tokens == cached
+
+
+async def test_json_schema_also_goes_top_level_to_llama_cpp_completions_with_scripted_server(
+    server: FakeServer,
+) -> None:
+    """llama-server's /v1/completions ignores response_format; it reads json_schema."""
+    schema = {"type": "object"}
+    for mode in ("completion", "chat"):
+        await fast(server, server="llamacpp", mode=mode).complete(req(json_schema=schema))
+    completion, chat = (s.body for s in server.seen)
+    assert completion["json_schema"] == schema
+    assert completion["response_format"]["json_schema"]["schema"] == schema
+    assert "json_schema" not in chat and chat["response_format"]["json_schema"]["schema"] == schema
+
+
+@pytest.mark.parametrize(
+    ("grammar", "message", "expect"),
+    [
+        ('root ::= "a"', "failed to parse grammar", "refused the grammar hammr sent (HTTP 400)"),
+        (None, "failed to parse grammar", "refused the request (HTTP 400)"),
+        ('root ::= "a"', "model not loaded", "refused the request (HTTP 400)"),
+    ],
+)
+async def test_a_refused_grammar_says_so_with_scripted_server(
+    server: FakeServer, grammar: str | None, message: str, expect: str
+) -> None:
+    server.script.append(Reply(status=400, body={"error": {"message": message}}))
+    with pytest.raises(LLMError) as e:
+        await fast(server, server="llamacpp").complete(req(grammar=grammar))
+    assert str(e.value).startswith(f"the LLM server at {server.url} {expect}: {message}")
+    assert "\n" not in str(e.value) and len(server.seen) == 1
+
+
+NO_KEY: dict[str, Any] = {"api_key_env": None, "backoff_s": 0.01}
+
+
+class CutsRepliesShort(QuietHandler):
+    """Announces a whole reply, sends the start of it, and closes the connection (a server
+    that crashed mid-reply)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "500")
+        self.end_headers()
+        self.wfile.write(b'{"choices": [{"message": {"content": "The ans')
+        self.wfile.flush()
+        self.close_connection = True
+
+
+async def test_a_reply_cut_mid_way_names_the_server_and_fails_over_with_scripted_servers(
+    server: FakeServer,
+) -> None:
+    cutter = LocalServer(CutsRepliesShort)
+    try:
+        cut_url = f"http://127.0.0.1:{cutter.port}/v1"
+        with pytest.raises(LLMError) as e:
+            await OpenAICompatLLM(cut_url, "m", **NO_KEY, max_retries=2).complete(req())
+        msg = str(e.value)
+        assert msg == (
+            f"the LLM server at {cut_url} closed the connection before its reply was "
+            "complete (2 tries) — did the server crash or restart?"
+        )
+        # in a pool, the request moves to the other replica at once
+        pooled = OpenAICompatLLM([cut_url, server.url], "m", **NO_KEY, max_retries=1)
+        answers = [await pooled.complete(req()) for _ in range(3)]
+        assert [a.text for a in answers] == ["ok"] * 3
+        [cut, fine] = pooled.pool.status()
+        assert (cut.up, cut.reason, fine.up) == (
+            False,
+            "connection closed before the reply was complete",
+            True,
+        )
+    finally:
+        cutter.close()

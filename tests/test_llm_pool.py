@@ -16,16 +16,24 @@ from click.testing import CliRunner
 from PIL import Image as PILImage
 
 from fake_openai_server import FakeServer, Reply, Seen, ok_body
+from hammr.agent import ReActAgent
+from hammr.backends.http_replies import CLOSED_EARLY
 from hammr.backends.llm.base import LLMError, LLMRequest, Message
 from hammr.backends.llm.cache import CachedLLM
+from hammr.backends.llm.local_server import LocalLlamaServer
 from hammr.backends.llm.openai_compat import OpenAICompatLLM
 from hammr.backends.pool import ReplicaPool, parse_base_urls
 from hammr.backends.vlm import VLMBackend
 from hammr.cli import main
 from hammr.config import ConfigError, load_config
+from hammr.eval.runner import run_eval
 from hammr.eval.store import RunStore
+from hammr.eval.suites import SuiteEntry
+from hammr.eval.types import Sample
 from hammr.factory import build_backends, build_llm
+from hammr.tools.base import ToolContext, tool
 from hammr.values import Image
+from real_server import real_client
 from test_eval_cli import make_data
 
 
@@ -447,3 +455,99 @@ def test_evaluation_keeps_eight_questions_per_replica_in_flight() -> None:
     assert served("http://a:8000/v1") == 8
     assert served("http://a:8000/v1,http://b:8000/v1,http://c:8000/v1") == 24
     assert default_concurrency(load_config(None, env={})) == 1  # the embedded model
+
+
+# -- two real llama.cpp replicas, one killed mid-request -------------------------------------
+
+
+@tool
+def ImageSize(image: Image) -> str:
+    """The image's width and height in pixels, as WIDTHxHEIGHT."""
+    return f"{image.width}x{image.height}"
+
+
+SIZE_EXAMPLE = """\
+Question: How wide is the image?
+Variables:
+- image: image 640x480
+[Thought]: I measure the image.
+[Act]: size = ImageSize(image)
+[Observe]: 640x480 (stored in 'size')
+[Thought]: The image is 640 pixels wide.
+[Finish]: 640"""
+
+
+async def test_an_eval_over_two_real_replicas_loses_nothing_when_one_is_killed_mid_request(
+    real_llm_server: LocalLlamaServer, spare_llm_server: LocalLlamaServer, tmp_path: Path
+) -> None:
+    """An evaluation of an agent (grammar on) over a pool of two llama.cpp servers, its 4
+    samples in flight at once; once the second replica is writing replies, it is killed by PID.
+    Every sample is answered and stored; the requests cut off moved to the first replica."""
+    survivor, doomed = real_llm_server, spare_llm_server
+    pool = ReplicaPool([survivor.base_url, doomed.base_url])
+    llm = real_client(pool, server="llamacpp")  # one try: only failover can save a request
+    agent = ReActAgent(
+        name="Sizer",
+        description="Answers questions about an image's size.",
+        instructions="Answer questions about the image's size: measure it, then finish.",
+        tools=[ImageSize],
+        examples=[SIZE_EXAMPLE],
+        max_steps=2,
+    )
+    entry = SuiteEntry(
+        name="sizes",
+        dataset="sizes",
+        file="sizes.jsonl",
+        metric="exact_match",
+        question_type="other",
+    )
+    samples = []
+    for i in range(4):
+        path = tmp_path / f"{i}.png"
+        PILImage.new("RGB", (40 + i, 30), (30 * i, 90, 160)).save(path)
+        question = f"How {'wide' if i % 2 else 'tall'} is the image?"
+        answer = str(40 + i if i % 2 else 30)
+        samples.append(
+            (
+                entry,
+                Sample(
+                    id=f"s{i}",
+                    dataset="sizes",
+                    question=question,
+                    answers=(answer,),
+                    images={"image": path},
+                ),
+            )
+        )
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        store.open_run("pool", "sizes", "Sizer")
+        run = asyncio.create_task(
+            run_eval(
+                agent,
+                samples,
+                store=store,
+                run_name="pool",
+                ctx_factory=lambda: ToolContext(llm=llm),
+                concurrency=4,
+            )
+        )
+        deadline = time.monotonic() + 300
+        while await asyncio.to_thread(doomed.decoding) < 1:
+            assert not run.done() and time.monotonic() < deadline, "replica 2 never replied"
+            await asyncio.sleep(0.05)
+        in_flight = pool.status()[1].outstanding
+        doomed.kill()
+        out = await run
+        records = store.records("pool", limit=None)
+    assert in_flight >= 1
+    assert (out.total, out.ran) == (4, 4)
+    assert len(records) == 4
+    for rec in records:
+        assert rec.status in ("finished", "step_limit"), (rec.id, rec.status, rec.error)
+        assert rec.trace is not None
+        assert all(s.error_kind != "llm_failure" for s in rec.trace.steps), rec.error
+    first, second = pool.status()
+    assert first.up and first.requests > 0
+    assert not second.up and second.reason in (CLOSED_EARLY, "connection refused")
+    assert second.requests >= in_flight
+    await llm.aclose()

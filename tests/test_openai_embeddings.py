@@ -26,6 +26,7 @@ from hammr.backends.embed.openai_embeddings import (
     from_config,
     send_size,
 )
+from hammr.backends.llm.local_server import LocalLlamaServer
 from hammr.backends.registry import FACTORIES, backend_names, build_backends
 from hammr.tools.base import ToolContext, ToolError, bind_arguments
 from hammr.tools.similarity_tools import ImageSimilarity, ImageTextSimilarity
@@ -387,3 +388,65 @@ async def test_image_index_ranks_by_served_vectors(server: FakeServer, tmp_path:
     again = await ImageIndex.build(corpus, embedder(server), cache_dir=tmp_path / "cache")
     assert len(server.seen) == before
     assert again.last_prepare is not None and again.last_prepare.from_cache == 3
+
+
+# -- a real /v1/embeddings: llama.cpp's server, SmolLM2 with mean pooling -----------------------
+
+
+def real_embedder(server: LocalLlamaServer, **kw: Any) -> OpenAIEmbedder:
+    opts: dict[str, Any] = {"api_key_env": "", "max_retries": 1, "timeout_s": 300}
+    return OpenAIEmbedder(server.base_url, "smollm2", **{**opts, **kw})
+
+
+async def test_texts_are_batched_and_rows_follow_index_on_a_real_server(
+    real_embedding_server: LocalLlamaServer,
+) -> None:
+    texts = ["a red apple", "the stock market fell", "a green apple", "quantum physics"]
+    e = real_embedder(real_embedding_server, batch_size=3, concurrency=2)
+    rows = await e.embed_texts([*texts, "a red apple"])  # two requests: 3 texts, then 2
+    assert rows.dtype == np.float32 and rows.shape == (5, 576)
+    assert np.linalg.norm(rows, axis=1) == pytest.approx([1.0] * 5, abs=1e-5)
+    # each row is the row of its own text, whichever batch it went in
+    alone = np.concatenate([await e.embed_texts([t]) for t in texts])
+    assert np.allclose(rows[:4], alone, atol=1e-3)
+    assert np.allclose(rows[4], rows[0], atol=1e-3)
+    assert (alone @ alone.T).argmax(axis=1).tolist() == [0, 1, 2, 3]
+    assert float(rows[0] @ rows[1]) < 0.999  # different texts, different rows
+
+
+async def test_registry_serves_embed_from_a_real_server(
+    real_embedding_server: LocalLlamaServer,
+) -> None:
+    table = {
+        "backend": "openai",
+        "base_url": real_embedding_server.base_url,
+        "model": "smollm2",
+        "api_key_env": "",
+    }
+    embed = build_backends({"embed": table}).backends["embed"]
+    assert isinstance(embed, OpenAIEmbedder)
+    query = await embed.embed_queries(["a green apple"])
+    passages = await embed.embed_passages(["the stock market fell", "a red apple"])
+    assert query.shape == (1, 576) and passages.shape == (2, 576)
+    assert (query @ passages.T).argmax() == 1  # the apple, not the market
+
+
+async def test_an_image_sent_to_a_text_only_real_server_is_a_clear_error(
+    real_embedding_server: LocalLlamaServer,
+) -> None:
+    e = real_embedder(real_embedding_server, max_retries=3)
+    with pytest.raises(EmbeddingError) as err:
+        await e.embed_images([solid((200, 0, 0))])
+    msg = str(err.value)
+    assert msg.startswith(
+        f"the embedding server at {real_embedding_server.base_url}/embeddings refused the "
+        "request for model 'smollm2' (HTTP 400)"
+    ), msg
+    assert "does the served model take images?" in msg and "\n" not in msg
+
+
+def test_a_client_per_event_loop_on_a_real_server(real_embedding_server: LocalLlamaServer) -> None:
+    e = real_embedder(real_embedding_server)
+    first = asyncio.run(e.embed_texts(["again"]))
+    second = asyncio.run(e.embed_texts(["again"]))
+    assert np.allclose(first, second, atol=1e-5)

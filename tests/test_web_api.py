@@ -947,3 +947,68 @@ def test_a_mulprog_sample_is_data_and_the_viewer_sets_no_markup(tmp_path: Path) 
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
                  "new Function", "srcdoc", "createContextualFragment", "DOMParser"):  # fmt: skip
         assert sink not in js, sink
+
+
+# -- what the sample page needs about the question -------------------------------------------
+
+
+def test_runs_say_whether_they_have_ground_truth(
+    served: tuple[httpx.Client, RunStore], tmp_path: Path
+) -> None:
+    """A run with answers has ground truth; a `hammr view TRACE.json` run (from `hammr ask`)
+    has none, so its stored scores of 0 are not a result."""
+    client, _ = served
+    runs = {x["name"]: x for x in client.get("/api/runs").json()["runs"]}
+    assert runs["run-a"]["ground_truth"] is True and runs["run b/ü"]["ground_truth"] is True
+    trace_path = traced("how many cars?").save(tmp_path / "asked.json")
+    store, name = store_from_trace(trace_path, tmp_path / "tmp.sqlite")
+    try:
+        from hammr.web.api import Api
+
+        entry = Api(store, ci_samples=10).run_entry(name)
+        assert entry["ground_truth"] is False
+        assert report_data(store, [name], ci_samples=10)["runs"][0]["ground_truth"] is False
+    finally:
+        store.close()
+
+
+def test_sample_detail_lists_multiple_choice_options(tmp_path: Path) -> None:
+    """The options come from the question the system was asked (the runner appends them to
+    the trace's question); the chosen and the correct letter are read as the metric reads
+    them."""
+    from hammr.eval.runner import question_text
+    from hammr.eval.types import Sample
+    from hammr.web.api import Api, choice_view, lettered_options
+
+    sample = Sample("m1", "mc", "Colour?", ("C",), {}, choices=("blue", "red", "green"))
+    asked = question_text(sample)
+    store = RunStore(tmp_path / "runs.sqlite")
+    try:
+        store.open_run("mc", "muse-demo", "naive")
+        for sid, said in (("m1", "The answer is (B)"), ("m2", "green"), ("m3", "no idea")):
+            trace = Trace(agent="NaiveAgent", question=asked, answer=said, status="finished")
+            store.add(rec("mc", sid, 0.0, question="Colour?", answers=("C",), prediction=said,
+                          trace=trace))  # fmt: skip
+        store.add(rec("mc", "open", 1.0, trace=traced("how many cars?")))
+        api = Api(store, ci_samples=10)
+        got = {sid: json.loads(api.handle(f"/api/runs/mc/samples/tallyqa/{sid}").body)
+               for sid in ("m1", "m2", "m3", "open")}  # fmt: skip
+    finally:
+        store.close()
+    assert got["m1"]["options"] == [
+        {"letter": "A", "text": "blue"},
+        {"letter": "B", "text": "red"},
+        {"letter": "C", "text": "green"},
+    ]
+    assert (got["m1"]["chosen_option"], got["m1"]["correct_option"]) == ("B", "C")
+    assert (got["m2"]["chosen_option"], got["m2"]["correct_option"]) == ("C", "C")  # by text
+    assert (got["m3"]["chosen_option"], got["m3"]["correct_option"]) == (None, "C")
+    assert got["open"]["options"] == [] and got["open"]["correct_option"] is None
+    # typed into the question itself (`hammr ask`), no ground truth: nothing is correct
+    typed = choice_view(None, "Which?\n(A) cat\n(B) dog", [], "B")
+    assert [o["text"] for o in typed["options"]] == ["cat", "dog"]
+    assert (typed["chosen_option"], typed["correct_option"]) == ("B", None)
+    # letters must run A, B, ...; one option is no list
+    assert lettered_options("Q\nA. one\nC. three") == []
+    assert lettered_options("Q\nA. one") == []
+    assert lettered_options("Q\nB. two\nC. three") == []

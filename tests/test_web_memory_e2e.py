@@ -502,3 +502,164 @@ def test_static_report_shows_retrieved_memory(
     # 6 hits (one folded), the reflection and the example
     assert page.locator(".source-text").count() == 8
     assert not errors, errors
+
+
+# -- long guidance stays inside its box ------------------------------------------------------------
+
+LONG_RUN = "muse-long"
+UNBROKEN = "CropTheObjectFirst" * 22  # 396 characters, no space: shown whole (under the fold)
+UNBROKEN_FOLDED = "ZoomOnEachCandidate_" * 60  # 1200 characters, no space: folded
+SENTENCE = (
+    "When the question asks about the colour of a small object that a person holds or carries, "
+    "first locate the person, then crop around their hands generously, enlarge the crop at "
+    "least twice, and only then compare the candidate colours, because answering from the "
+    "whole image tends to report the colour of the largest nearby surface instead."
+)
+LONG_URL = "https://example.org/" + "very-long-path-segment-" * 12
+
+
+def long_trace() -> Trace:
+    """A MuSE step whose hits carry a very long unbroken guidance, a long sentence and a long
+    folded one, a rule that is one long word, and a long unbroken query."""
+    hits = [
+        hit("s1", 1, similarity=0.9, viewpoint="question", learned_from="success", score=8),
+        hit("s2", 0, similarity=0.8, viewpoint="question", learned_from="failure", score=6),
+        hit("s3", 1, similarity=0.7, viewpoint="question", learned_from="success", score=7),
+    ]
+    hits[0]["guidance"] = UNBROKEN
+    hits[1]["guidance"] = SENTENCE
+    hits[2]["guidance"] = UNBROKEN_FOLDED
+    hits[0]["action"] = "crop = Crop(image, " + "x" * 200 + ")"
+    t = Trace(agent="MuSEAgent", question=QUESTION, model="m")
+    t.steps = [
+        Step(
+            index=0,
+            thought="Look for similar tasks.",
+            action="exp = SearchExperiences(question, image)",
+            tool="SearchExperiences",
+            observation="3 experiences",
+            retrieved=[
+                {
+                    "source": "muse",
+                    "policy": "tool",
+                    "query": {"viewpoints": ["question"], "k": 3},
+                    "hits": hits,
+                    "notes": [LONG_URL],
+                    "text": UNBROKEN,
+                },
+                {
+                    "source": "expel",
+                    "policy": "advisor",
+                    "text": "Rules:\n1. " + UNBROKEN,
+                    "query": "q" * 400,
+                    "rules": [{"text": UNBROKEN, "votes": 2}, {"text": SENTENCE, "votes": 1}],
+                },
+            ],
+        ),
+        Step(index=1, finish="yellow"),
+    ]
+    t.answer, t.status = "yellow", "finished"
+    return t
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("long") / "runs.sqlite"
+    with RunStore(path) as store:
+        store.open_run(LONG_RUN, "vstar", "muse")
+        store.add(record(LONG_RUN, "q1", long_trace(), "yellow"))
+    yield path
+
+
+# Every element of the memory panels whose content is wider than its own box, and every text
+# whose box leaves its record's box (in CSS pixels, with a pixel of slack for rounding).
+OVERFLOWS = """root => {
+  const bad = [];
+  const records = [...root.querySelectorAll('.mem-record')];
+  for (const el of [root, ...root.querySelectorAll('*')]) {
+    if (el.getClientRects().length === 0) continue;  // not displayed (a closed fold)
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== 'inline') {
+      bad.push(['scroll', el.className || el.tagName, el.scrollWidth, el.clientWidth]);
+    }
+  }
+  for (const rec of records) {
+    const box = rec.getBoundingClientRect();
+    const walker = document.createTreeWalker(rec, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      if (!n.textContent.trim()) continue;
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects()) {
+        if (r.width && (r.left < box.left - 1 || r.right > box.right + 1)) {
+          bad.push(['text', n.textContent.slice(0, 30), r.left, r.right, box.left, box.right]);
+        }
+      }
+    }
+  }
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+    bad.push(['page', document.documentElement.scrollWidth, window.innerWidth]);
+  }
+  return bad;
+}"""
+
+
+def check_long_guidance(page: Page, base: str, shot: str | None = None) -> None:
+    page.goto(base + f"#/run/{LONG_RUN}/sample/{DATASET}/q1")
+    wait_question(page, QUESTION)
+    step = page.locator(".trace .step[data-step='0']")
+    step.locator(".mem-record .hit").first.wait_for()
+    guidance = step.locator(".hit .hit-guidance")
+    assert guidance.nth(0).inner_text() == UNBROKEN  # whole, only wrapped
+    assert guidance.nth(1).inner_text() == SENTENCE
+    record_box = step.locator(".mem-record").first.bounding_box()
+    assert record_box is not None
+    # the unbroken text really is wider than its box would be on one line: it wraps
+    first = guidance.nth(0).bounding_box()
+    assert first is not None and first["height"] > 3 * 16, first
+    panel = step.locator("details.retrieved.after")
+    assert panel.evaluate(OVERFLOWS) == []
+    # the folded long guidance: its summary, then the whole text once unfolded
+    folded = step.locator("details.hit-guidance.long")
+    assert folded.count() == 1
+    folded.locator("summary").click()
+    assert folded.locator(":scope > div").inner_text() == UNBROKEN_FOLDED
+    before = step.locator("details.retrieved.before")
+    for where in (panel, before):
+        assert where.evaluate(OVERFLOWS) == []
+    rules = before.locator("ol.hits[data-key=rules] .hit-guidance")
+    assert rules.all_inner_texts() == [UNBROKEN, SENTENCE]
+    # the page at a narrow width: still nothing sticks out
+    page.set_viewport_size({"width": 520, "height": 900})
+    for where in (panel, before):
+        assert where.evaluate(OVERFLOWS) == []
+    if shot:
+        page.set_viewport_size({"width": 1000, "height": 900})
+        panel.screenshot(path=str(ARTIFACTS / shot))
+    page.set_viewport_size({"width": 1300, "height": 900})
+
+
+def test_long_guidance_wraps_inside_its_box(long_store: Path, browser: object) -> None:
+    from hammr.web.server import ViewerServer
+
+    store = RunStore(long_store)
+    server = ViewerServer(store, port=0)
+    server.start_in_thread()
+    try:
+        errors: list[str] = []
+        page = open_page(browser, errors)
+        check_long_guidance(page, server.url, "memory_long_guidance.png")
+        assert not errors, errors
+    finally:
+        server.stop()
+        store.close()
+
+
+def test_static_report_wraps_long_guidance(
+    long_store: Path, browser: object, tmp_path: Path
+) -> None:
+    out = tmp_path / "long.html"
+    with RunStore(long_store) as store:
+        write_report(store, [LONG_RUN], out, ci_samples=20)
+    errors: list[str] = []
+    check_long_guidance(open_page(browser, errors), out.as_uri())
+    assert not errors, errors

@@ -26,12 +26,15 @@ from hammr.backends.llm.base import (
     LLM,
     LLMError,
     LLMRequest,
+    LLMResponse,
     Message,
     run_sync,
     sees_images,
     vision_limits_of,
 )
+from hammr.context_fit import FittedPrompt, PromptTooLong, fit_examples
 from hammr.grammar import step_grammar
+from hammr.grammar_bounds import tokens_for
 from hammr.tools.base import (
     Param,
     ParamKind,
@@ -61,6 +64,11 @@ When you know the answer, write:
 REPEATABLE_OUTCOMES = (None, "capability_missing", "repeated_action")
 """Outcomes that the same call with the same inputs would only produce again: a success, a
 capability with no backend, a refusal. (A tool failure may be transient, so it may be retried.)"""
+
+TASK_TOKENS = 200
+"""Room for the question and its variables, when fitting examples to a context."""
+STEP_TOKENS = 200
+"""Room for one step's thought, action and observation, when fitting examples."""
 
 LAST_STEP_NOTE = "This is your last step: write [Thought] and [Finish] with your best answer."
 
@@ -105,6 +113,21 @@ def traced(trace: Trace, ctx: ToolContext) -> Iterator[Trace]:
         raise
     finally:
         trace.latency_s = time.perf_counter() - started
+
+
+def reply_problem(model: LLM, request: LLMRequest, response: LLMResponse) -> str | None:
+    """Why a reply that holds no step is not the model's fault alone: the server sent no
+    text, or cut the reply at ``max_tokens``; None when neither (a plain format mistake)."""
+    if not response.text.strip():
+        why = f" (finish_reason: {response.finish_reason})" if response.finish_reason else ""
+        return f"{model.name} returned no text{why}; write [Thought] and then [Act] or [Finish]"
+    if response.finish_reason == "length":
+        return (
+            f"the model's reply was cut at max_tokens ({request.max_tokens}) before it "
+            "finished its step; write a shorter [Thought] (or raise [llm] max_tokens in "
+            "hammr.toml)"
+        )
+    return None
 
 
 def observation_for(var: str, value: Value, result: ToolResult) -> str:
@@ -207,6 +230,7 @@ class ReActAgent:
         if unknown:
             raise ValueError(f"agent {name}: final_tools not among its tools: {sorted(unknown)}")
         self._system_prompt: str | None = None
+        self._fitted: dict[str, FittedPrompt] = {}
 
     def with_tools(self, tools: Sequence[Tool]) -> ReActAgent:
         """The same agent with other tools (final tools kept where still present)."""
@@ -270,14 +294,40 @@ class ReActAgent:
     # -- prompting ------------------------------------------------------------------------
 
     def system_prompt(self) -> str:
+        """The system prompt with every worked example."""
         if self._system_prompt is None:
-            parts = [self.instructions.strip(), FORMAT_RULES, "Tools:"]
-            parts.append("\n".join(t.card() for t in self.tools.values()))
-            if self.examples:
-                parts.append("Examples:")
-                parts.append("\n\n".join(e.strip() for e in self.examples))
-            self._system_prompt = "\n\n".join(parts)
+            self._system_prompt = self._prompt_with(self.examples)
         return self._system_prompt
+
+    def _prompt_with(self, examples: Sequence[str]) -> str:
+        parts = [self.instructions.strip(), FORMAT_RULES, "Tools:"]
+        parts.append("\n".join(t.card() for t in self.tools.values()))
+        if examples:
+            parts.append("Examples:")
+            parts.append("\n\n".join(e.strip() for e in examples))
+        return "\n\n".join(parts)
+
+    def run_reserve(self) -> int:
+        """Tokens kept free beside the system prompt for the question, every step's reply
+        and observation, and the last reply."""
+        return TASK_TOKENS + self.max_steps * STEP_TOKENS + self.max_tokens
+
+    async def fitted_prompt(self, model: LLM) -> FittedPrompt:
+        """The system prompt with as many worked examples (in order) as ``model``'s context
+        holds beside :meth:`run_reserve`; PromptTooLong when none does."""
+        key = model.name
+        fitted = self._fitted.get(key)
+        if fitted is None:
+            fitted = await fit_examples(
+                model,
+                self._prompt_with,
+                self.examples,
+                reserve=self.run_reserve(),
+                what=f"{self.name}'s prompt",
+                advice="lower [agent] max_steps or serve a model with a longer context",
+            )
+            self._fitted[key] = fitted
+        return fitted
 
     def task_message(self, question: str, variables: Mapping[str, Value]) -> str:
         lines = [f"Question: {question}", "Variables:"]
@@ -314,9 +364,16 @@ class ReActAgent:
         trace = Trace(agent=self.name, question=question, model=model.name)
         trace.inputs = {n: encode_value(v, trace.images) for n, v in variables.items()}
         ctx.trace_started(trace)
+        try:
+            prompt = await self.fitted_prompt(model)
+        except PromptTooLong as e:
+            trace.status, trace.error = "llm_failure", str(e)
+            return AgentResult(None, trace)
+        if prompt.note:
+            trace.notes.append(prompt.note)
         run = _Run(
             variables=variables,
-            messages=[Message("system", self.system_prompt())],
+            messages=[Message("system", prompt.text)],
             trace=trace,
             images=ImageBudget(vision_limits_of(model)) if sees_images(model) else None,
         )
@@ -373,10 +430,16 @@ class ReActAgent:
             temperature, seed = max(temperature, 0.7), index
         grammar = None
         if self._use_grammar(model):
-            grammar = step_grammar(self.tools.values(), run.variables, finish_only=step.forced)
+            grammar = step_grammar(
+                self.tools.values(),
+                run.variables,
+                finish_only=step.forced,
+                max_tokens=self.max_tokens,
+            )
         request = LLMRequest(
             messages=tuple(messages),
-            max_tokens=self.max_tokens,
+            # room for the grammar's longest step, so a constrained reply is never cut
+            max_tokens=tokens_for(grammar, self.max_tokens),
             temperature=temperature,
             seed=seed,
             stop=("[Observe]", "\n[Observe"),
@@ -395,7 +458,7 @@ class ReActAgent:
         step.llm_latency_s = time.perf_counter() - t0
         step.raw = response.text
         step.cached = response.cached
-        step.usage = StepUsage(response.usage.prompt_tokens, response.usage.completion_tokens)
+        step.usage = StepUsage.of(response)
         reply = response.text.strip()
         run.messages.append(Message("assistant", reply))
         try:
@@ -403,7 +466,7 @@ class ReActAgent:
         except ParseError as e:
             step.thought = e.thought
             step.action = e.source or None
-            self._fail(run, step, e.kind, e.message)
+            self._fail(run, step, e.kind, reply_problem(model, request, response) or e.message)
             return False
         step.thought = parsed.thought
         if isinstance(parsed.action, Finish):

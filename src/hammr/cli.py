@@ -11,7 +11,7 @@ import click
 from hammr.avis.avis_cli import avis
 from hammr.backends.kb.kb_cli import kb
 from hammr.backends.llm.base import LLMError, run_sync
-from hammr.cli_common import config_option, fail
+from hammr.cli_common import config_option, fail, systems_epilog
 from hammr.config import ConfigError, load_config
 from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
@@ -35,7 +35,8 @@ Examples:
 With no configuration, hammr runs offline on its embedded model (SmolLM2-135M through
 llama.cpp, tool calls constrained by a grammar). It is tiny: expect the machinery to work,
 not the answers to be good. Point [llm] in hammr.toml at a served model for real answers.
-"""
+
+""" + systems_epilog()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,8 +44,9 @@ not the answers to be good. Point [llm] in hammr.toml at a served model for real
 def main() -> None:
     """Answer visual questions with LLM agents that think, call vision tools and observe.
 
-    Start with `hammr ask IMAGE "QUESTION"` (`hammr agents` shows who may answer,
-    `hammr route` who would). Evaluate with `hammr eval`, then read the results with
+    Start with `hammr ask IMAGE "QUESTION"` (`hammr systems` lists the systems that may
+    answer and whether each runs on this configuration, `hammr agents` HAMMR's agents,
+    `hammr route` which one would). Evaluate with `hammr eval`, then read the results with
     `hammr report`, `hammr errors` and `hammr view`. See `hammr COMMAND --help` for each
     command; settings live in hammr.toml (see `hammr config show`).
     """
@@ -57,9 +59,9 @@ def main() -> None:
     "--system",
     "--agent",
     "agent_name",
-    help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline), "
-    "'mulprog' (a visual program with a grounded explanation) or an agent's name from "
-    "`hammr agents`. Default: agent.system (hammr). --agent is the same option.",
+    help="Who answers: a system (listed below; `hammr systems` says what each needs and "
+    "whether it runs on this configuration) or an agent's name from `hammr agents`. "
+    "Default: agent.system (hammr). --agent is the same option.",
 )
 @click.option(
     "--memory",
@@ -269,6 +271,8 @@ def config_show(config_path: Path | None) -> None:
     'default (unset)': the backend then uses its own default.
     """
     from hammr.backends.options import tool_settings
+    from hammr.config import setting_note
+    from hammr.eval.job import sample_timeout, work_counted
 
     try:
         cfg = load_config(config_path)
@@ -280,7 +284,19 @@ def config_show(config_path: Path | None) -> None:
     click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
     for key in sorted(rows):
         value, source = rows[key]
-        click.echo(f"{key} = {value!r}    # {source}")
+        note = setting_note(cfg, key)
+        click.echo(f"{key} = {value!r}    # {source}" + (f"; {note}" if note else ""))
+    timeout = sample_timeout(cfg)
+    counted = "wall-clock time, less time queued for a model slot" + (
+        " and time the model's threads wait for a processor other programs hold"
+        if work_counted(cfg) != "wall"
+        else ""
+    )
+    limit = "no limit" if timeout is None else f"{timeout:g} s"
+    click.echo(
+        f"# hammr eval --timeout (work per question) on this backend: {limit} by default; "
+        f"a limit counts {counted}"
+    )
 
 
 @main.command("tools")
@@ -305,6 +321,188 @@ def tools_cmd(config_path: Path | None) -> None:
         else:
             state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
         click.echo(f"{t.card()}\n  [{state}]\n")
+
+
+EPILOG_SYSTEMS = """\b
+Examples:
+  hammr systems                      # every system, and whether it runs here
+  hammr systems muse --memory bank.db
+  hammr systems --json
+  HAMMR_LLM__BACKEND=openai HAMMR_LLM__BASE_URL=http://127.0.0.1:8000/v1 \\
+    HAMMR_LLM__MODEL=Qwen/Qwen2.5-VL-7B-Instruct hammr systems
+
+\b
+'runs here' is read from the configuration alone: nothing is loaded and no server is
+contacted (a served model that is down shows up in `hammr ask`). 'yes, limited' runs, with
+less than the system needs (a tool capability with no backend, a model that does not see);
+'no' does not start. Each line under a system says what is missing and the setting to
+change.
+"""
+
+
+@main.command("systems", epilog=EPILOG_SYSTEMS)
+@click.argument("names", nargs=-1)
+@config_option
+@click.option(
+    "--memory",
+    "memory_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A memory file, as `hammr ask --memory` would use it (sets memory.path).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def systems_cmd(
+    names: tuple[str, ...], config_path: Path | None, memory_path: Path | None, as_json: bool
+) -> None:
+    """List the systems `hammr ask` and `hammr eval` run (--system NAME): each one's paper,
+    what it is, what it needs, and whether this configuration runs it.
+
+    NAMES: only these systems (default: all). HAMMR's agents, which --system also accepts
+    by name, are listed after the systems.
+    """
+    import json
+    import textwrap
+
+    from hammr.agents import AgentCatalog, SpecError
+    from hammr.factory import build_backends, vision_setting
+    from hammr.system_info import PAPERS, SYSTEMS, assess, needs_text
+    from hammr.systems import registered_systems
+
+    known = registered_systems()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        fail(f"unknown system {unknown[0]!r}; choose from: {', '.join(known)}")
+    try:
+        cfg = load_config(config_path)
+        if memory_path is not None:
+            cfg.data["memory"]["path"] = str(memory_path)
+            cfg.sources["memory.path"] = "--memory"
+        built = build_backends(cfg)
+        catalog = AgentCatalog.from_config(cfg)
+        try:
+            sees = vision_setting(cfg)
+        except ConfigError:
+            sees = False
+    except (ConfigError, SpecError) as e:
+        fail(str(e))
+    chosen = list(names) or known
+    ready = assess(cfg, built.backends, built.unavailable, chosen)
+    llm = cfg.section("llm")
+    if llm["backend"] == "embedded":
+        model_path = str(llm["model_path"] or "")
+        model = f"embedded {Path(model_path).stem if model_path else 'SmolLM2-135M-Instruct'}"
+        model += " (llama.cpp in this process; text-only)"
+    else:
+        model = f"served {llm['model'] or '(llm.model unset)'} at {llm['base_url'] or '?'}"
+        model += " (sees images)" if sees else " (text-only)"
+    capabilities = sorted(c for c in built.backends if c != "text")
+    agents = [
+        {"name": spec.name, "question_type": spec.question_type, "role": spec.role}
+        for spec in catalog.specs.values()
+    ]
+    if as_json:
+        rows = []
+        for name in chosen:
+            info = SYSTEMS.get(name)
+            r = ready[name]
+            rows.append(
+                {
+                    "name": name,
+                    "paper": info.paper if info else None,
+                    "paper_title": PAPERS[info.paper].title if info else None,
+                    "role": info.role if info else None,
+                    "what": info.what if info else None,
+                    "needs": needs_text(info) if info else [],
+                    "requirements": {
+                        "sight": info.sight,
+                        "tools": list(info.tools),
+                        "memory": info.memory.kind if info.memory else None,
+                        "graph": info.graph,
+                        "embedder": info.embedder,
+                        "image_index": info.image_index,
+                    }
+                    if info
+                    else {},
+                    "runs": r.runs,
+                    "status": r.status,
+                    "problems": [
+                        {"what": p.what, "fix": p.fix, "blocking": p.blocking} for p in r.problems
+                    ],
+                }
+            )
+        out = {
+            "config": str(cfg.path) if cfg.path else None,
+            "model": model,
+            "sees_images": sees,
+            "capabilities": capabilities,
+            "unavailable": dict(built.unavailable),
+            "systems": rows,
+            "agents": agents,
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    verdict = {"ready": "yes", "limited": "yes, limited", "blocked": "no"}
+    click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
+    click.echo(f"# model: {model}")
+    click.echo(f"# tools with a backend: {', '.join(capabilities) or 'none'}")
+    table = [("system", "paper", "what it is", "runs here")]
+    for name in chosen:
+        info = SYSTEMS.get(name)
+        r = ready[name]
+        blocker = next((p.what for p in r.problems if p.blocking), None)
+        here = verdict[r.status] + (f": {blocker}" if blocker else "")
+        table.append((name, info.paper if info else "?", info.role if info else "?", here))
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    click.echo("")
+    for row in table:
+        click.echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:3])) + "  " + row[3])
+    wrap = textwrap.TextWrapper(width=100, subsequent_indent="    ", break_on_hyphens=False)
+    no_backend: dict[str, str] = {}
+    for name in chosen:
+        info = SYSTEMS.get(name)
+        r = ready[name]
+        click.echo("")
+        if info is None:
+            click.echo(f"{name} · runs here: {verdict[r.status]}")
+            continue
+        click.echo(f"{name} · {info.paper}, {info.role} · runs here: {verdict[r.status]}")
+        click.echo(wrap.fill(f"  {info.what[:1].upper()}{info.what[1:]}."))
+        click.echo(wrap.fill(f"  Needs: {'; '.join(needs_text(info))}."))
+        missing = [p.capability for p in r.problems if p.capability]
+        for p in r.problems:
+            if p.capability:
+                no_backend.setdefault(p.capability.split(" or ")[0], p.fix)
+                continue
+            mark = "cannot run" if p.blocking else "limited"
+            click.echo(wrap.fill(f"  - {mark}: {p.what}; fix: {p.fix}"))
+        if missing:
+            click.echo(
+                wrap.fill(
+                    f"  - limited: no backend for {', '.join(missing)}: the tools that need "
+                    "them are unavailable (see below)"
+                )
+            )
+    if no_backend:
+        click.echo("")
+        click.echo("Tool capabilities with no backend here, and the setting that gives one:")
+        for capability, fix in no_backend.items():
+            why = built.unavailable.get(capability)
+            click.echo(wrap.fill(f"  {capability}: {fix}" + (f" ({why})" if why else "")))
+    click.echo("")
+    click.echo("Papers:")
+    for key in dict.fromkeys(SYSTEMS[n].paper for n in chosen if n in SYSTEMS):
+        paper = PAPERS[key]
+        by = f" ({paper.authors})" if paper.authors else ""
+        click.echo(wrap.fill(f"  {key}: {paper.title}{by}"))
+    if not names:
+        click.echo("")
+        click.echo(
+            "Agents by name (--system NAME runs one alone; `hammr agents` shows their tools):"
+        )
+        click.echo(
+            wrap.fill(
+                "  " + ", ".join(f"{a['name']} ({a['question_type'] or a['role']})" for a in agents)
+            )
+        )
 
 
 @main.command("agents")

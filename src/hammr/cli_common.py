@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn, overload
 
 import click
 
 if TYPE_CHECKING:
-    from hammr.eval.store import RunStore
+    from collections.abc import Iterable
+
+    from hammr.eval.store import RunInfo, RunStore
 
 config_option = click.option(
     "--config",
@@ -17,6 +20,27 @@ config_option = click.option(
     type=click.Path(path_type=Path),
     help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
 )
+
+
+def systems_epilog() -> str:
+    """Every registered system, grouped by its paper, for a command's --help (made from the
+    registry, so a new system is listed without touching the help)."""
+    from hammr.system_info import SYSTEMS
+    from hammr.systems import registered_systems
+
+    groups: dict[str, list[str]] = {}
+    for name in registered_systems():
+        info = SYSTEMS.get(name)
+        label = f"{name} (the method)" if info is not None and info.role == "the method" else name
+        groups.setdefault(info.paper if info is not None else "other", []).append(label)
+    width = max(len(p) for p in groups)
+    lines = [
+        "\b",
+        "Systems (--system NAME; `hammr systems` says what each needs and whether it runs here):",
+        *(f"  {paper.ljust(width)}  {', '.join(names)}" for paper, names in groups.items()),
+        "  or an agent's name from `hammr agents` (e.g. OCRReasoningAgent)",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -50,3 +74,93 @@ def open_store(path: Path | None, *, create: bool = True) -> RunStore | None:
         return RunStore(where)
     except (StoreError, OSError) as e:
         fail(str(e))
+
+
+def eval_command(info: RunInfo, store_path: Path | None = None) -> str:
+    """The `hammr eval` command that goes on with a stored run, from what the run recorded
+    (its suite, data folder, system, subset, split and memory file)."""
+    import shlex
+
+    st = info.settings
+    parts = ["hammr", "eval", "--suite", str(st.get("suite") or info.suite)]
+    parts += ["--data-dir", str(st.get("data_dir") or "DIR"), "--system", info.system]
+    parts += ["--name", info.name]
+    if st.get("limit"):
+        parts += ["--limit", str(st["limit"])]
+        if st.get("seed"):
+            parts += ["--seed", str(st["seed"])]
+    if st.get("split"):
+        parts += ["--split", str(st["split"]), "--split-seed", str(st.get("split_seed") or 0)]
+    if st.get("max_steps"):
+        parts += ["--max-steps", str(st["max_steps"])]
+    if info.config.get("memory.path"):
+        parts += ["--memory", str(info.config["memory.path"])]
+    if store_path is not None:
+        parts += ["--store", str(store_path)]
+    return shlex.join(parts)
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A run with no finished sample, and what to do about it."""
+
+    run: str
+    stored: int
+    """Samples it holds (all failed; 0: none yet)."""
+    message: str
+    """One line: how many samples, why none finished, the command that asks them again."""
+
+
+def unfinished_run(
+    store: RunStore,
+    runs: Iterable[str],
+    *,
+    store_path: Path | None = None,
+    failed_count: bool = False,
+    purpose: str = "",
+) -> Unfinished | None:
+    """None when every run of ``runs`` holds a finished sample (one not stored as error,
+    timeout or llm_failure; with ``failed_count``, any sample); else the first that does
+    not. ``purpose`` follows "has no finished samples" (" to learn from"). Unknown runs are
+    left to the caller."""
+    from hammr.eval.store import FAILED_STATUSES
+
+    for run in runs:
+        info = store.run_info(run)
+        if info is None:
+            continue
+        summary = store.summary(run)
+        failed = {k: n for k, n in summary.statuses.items() if k in FAILED_STATUSES}
+        usable = summary.done if failed_count else summary.done - sum(failed.values())
+        if usable > 0:
+            continue
+        command = eval_command(info, store_path)
+        head = f"run {run!r} has no finished samples{purpose}"
+        if summary.done == 0:
+            return Unfinished(run, 0, f"{head} (none stored yet); answer them first: `{command}`")
+        why = ", ".join(f"{n} {status}" for status, n in failed.items())
+        hints = []
+        if "timeout" in failed:
+            budget = info.settings.get("timeout_s")
+            at = f" at {budget:g} s of work each" if isinstance(budget, int | float) else ""
+            hints.append(f"they timed out{at}: add --timeout 0 for no limit, or a longer one")
+        if "llm_failure" in failed:
+            hints.append("the LLM server failed: start it first")
+        hint = f" ({'; '.join(hints)})" if hints else ""
+        return Unfinished(
+            run,
+            summary.done,
+            f"{head} ({summary.done} stored, all failed: {why}); ask them again: "
+            f"`{command} --retry-failed`{hint}",
+        )
+    return None
+
+
+def warn_unfinished(store: RunStore, runs: Iterable[str], store_path: Path | None = None) -> None:
+    """A warning on stderr for every run of ``runs`` with no finished sample (what a
+    reading command shows of it is failures, not answers), with the command that asks them
+    again."""
+    for run in dict.fromkeys(runs):
+        empty = unfinished_run(store, [run], store_path=store_path)
+        if empty is not None:
+            click.echo(f"hammr: warning: {empty.message}", err=True)

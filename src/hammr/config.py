@@ -35,7 +35,11 @@ DEFAULTS: dict[str, Any] = {
         "api_key_env": "OPENAI_API_KEY",
         "mode": "chat",
         "server": "auto",
-        "timeout_s": 60.0,
+        # seconds one request to a served model may take (each of max_retries tries): long
+        # enough for a grammar-constrained request to a llama.cpp server on a loaded CPU
+        # (535 s seen), as the OpenAI Python client's default; the embedded model runs in
+        # this process and makes no request to time out (see `hammr config show`)
+        "timeout_s": 600.0,
         "max_retries": 3,
         "temperature": 0.0,
         "max_tokens": 256,
@@ -184,6 +188,24 @@ _KIND_NAMES = {bool: "true or false", int: "a whole number", float: "a number", 
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the key and where it came from."""
+
+
+def setting_note(cfg: Config, key: str) -> str | None:
+    """What a setting means for this configuration, where that depends on the backend (the
+    timeouts); ``hammr config show`` prints it beside the value."""
+    if key == "llm.timeout_s":
+        if cfg.get("llm.backend") == "embedded":
+            return (
+                "not used: the embedded model runs in this process, with no request to time "
+                "out; seconds per request to a served model (llm.backend = 'openai')"
+            )
+        return (
+            "seconds per request to the served model (each of llm.max_retries = "
+            f"{cfg.get('llm.max_retries')} tries)"
+        )
+    if key == "vlm.timeout_s":
+        return "seconds per request to the served VLM ([vlm] base_url)"
+    return None
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

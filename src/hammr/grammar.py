@@ -14,20 +14,34 @@ from collections.abc import Iterable, Mapping
 from hammr.tools.base import Param, Tool
 from hammr.values import Image, Value, value_kind
 
-MAX_THOUGHT_WORDS = 40
-MAX_ANSWER_WORDS = 20
+DEFAULT_STEP_TOKENS = 256
+"""The reply budget a step grammar is sized for when its caller names none."""
+
+
+def thought_chars(max_tokens: int) -> int:
+    """The longest thought a step may write under a ``max_tokens`` budget: half of it (a
+    thought is ASCII, so one token holds at least one of its characters), at least 32."""
+    return max(32, max_tokens // 2)
+
+
+def answer_chars(max_tokens: int) -> int:
+    """The longest [Finish] answer under a ``max_tokens`` budget (any script): at least 24."""
+    return max(24, max_tokens // 5)
+
+
+def literal_chars(max_tokens: int) -> int:
+    """The longest quoted text argument under a ``max_tokens`` budget (any script)."""
+    return max(24, max_tokens // 5)
 
 _BASE_RULES = r"""
 ws ::= " "?
-lit-str ::= "'" sword (" " sword){0,15} "'"
-sword ::= [^' \n\\]{1,20}
 lit-num ::= "-"? [0-9]{1,5} ("." [0-9]{1,2})?
 lit-int ::= "-"? [0-9]{1,5}
 lit-bool ::= "True" | "False"
 lit-box ::= "[" coord "," ws coord "," ws extent "," ws extent "]"
 lit-boxes ::= "[" lit-box ("," ws lit-box){0,9} "]"
 lit-point ::= "[" coord "," ws coord "]"
-lit-strs ::= "[" lit-str ("," ws lit-str)* "]"
+lit-strs ::= "[" lit-str ("," ws lit-str){0,3} "]"
 idx ::= [0-9] | [1-9] [0-9]
 target ::= [a-z] [a-z0-9_]{0,15}
 """
@@ -83,10 +97,20 @@ class _VarIndex:
 
 
 def _alternatives(param: Param, vars_: _VarIndex, vectorised: bool) -> list[str]:
-    k = param.kind
+    """What the grammar lets a model write for ``param``: the literals and the live variables
+    of each kind it accepts (every kind of a union, in order, each alternative once)."""
     if param.choices:
         quoted = '"\'" (' + " | ".join(_q(c) for c in param.choices) + ') "\'"'
         return [quoted, *vars_.names("text")]
+    alts: list[str] = []
+    for k in param.kinds:
+        alts += [a for a in _kind_alternatives(k, vars_, vectorised) if a not in alts]
+    return alts
+
+
+def _kind_alternatives(k: str, vars_: _VarIndex, vectorised: bool) -> list[str]:
+    """The literals and live variables of one parameter kind ``k`` (as :func:`coerce` in
+    hammr.tools.base accepts them); 'any' takes every value, so every variable."""
     one_image = vars_.names("image") + vars_.indexed("image")
     if k == "image":
         return one_image + (vars_.names("list-image") if vectorised else [])
@@ -130,11 +154,17 @@ def _rule_name(text: str) -> str:
 
 
 def step_grammar(
-    tools: Iterable[Tool], variables: Mapping[str, Value], *, finish_only: bool = False
+    tools: Iterable[Tool],
+    variables: Mapping[str, Value],
+    *,
+    finish_only: bool = False,
+    max_tokens: int = DEFAULT_STEP_TOKENS,
 ) -> str:
     """The grammar of one step for these tools over these live variables.
 
-    ``finish_only`` allows nothing but a thought and a [Finish] (an agent's last step).
+    ``finish_only`` allows nothing but a thought and a [Finish] (an agent's last step). The
+    thought, the answer and quoted texts are sized for a reply of ``max_tokens``; a call
+    with many arguments may need more, which :func:`hammr.grammar_bounds.tokens_for` gives.
     """
     vars_ = _VarIndex(variables)
     rules: list[str] = []
@@ -168,11 +198,12 @@ def step_grammar(
     acts = " | ".join(calls) if calls else '"NoTool()"'
     head = [
         f'root ::= "[Thought]: " thought "\\n" {"finish" if finish_only else "(act | finish)"}',
-        f'thought ::= tword (" " tword){{0,{MAX_THOUGHT_WORDS}}}',
-        "tword ::= [^ \\n\\[] [^ \\n]{0,24}",
+        # ASCII without '[' (a thought cannot write a step marker); the first not a space
+        f"thought ::= [!-Z\\\\-~] [ -Z\\\\-~]{{0,{thought_chars(max_tokens) - 1}}}",
         'act ::= "[Act]: " (target " = ")? call',
         f"call ::= {acts}",
-        f'finish ::= "[Finish]: " tword (" " tword){{0,{MAX_ANSWER_WORDS}}}',
+        f'finish ::= "[Finish]: " [^ \\n\\[] [^\\n]{{0,{answer_chars(max_tokens) - 1}}}',
+        f"lit-str ::= \"'\" [^' \\n\\\\] [^'\\n\\\\]{{0,{literal_chars(max_tokens) - 1}}} \"'\"",
     ]
     rules += _coordinate_rules(variables)
     return "\n".join(head + rules) + "\n" + _BASE_RULES.strip() + "\n"

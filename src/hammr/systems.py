@@ -2,8 +2,9 @@
 
 HAMMR's systems come from the agent files (``hammr``, ``naive`` and any agent by its name,
 see :class:`hammr.agents.system.AgentSystems`); the other papers' systems are factories
-registered here by name, imported only when asked for. A new system is a new package and
-one line in :data:`FACTORIES`.
+registered here by name, imported only when asked for. A new system is a new package, one
+line in :data:`FACTORIES` and its entry in :data:`hammr.system_info.SYSTEMS` (its paper and
+what it needs, for ``hammr systems``; a test checks that every system has one).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hammr.agents.spec import SpecError
-from hammr.agents.system import AgentSystems, System, build_systems
+from hammr.agents.system import HAMMR, NAIVE, AgentSystems, System, build_systems
 from hammr.config import Config
 
 
@@ -42,6 +43,12 @@ FACTORIES: dict[str, str] = {
     "expel": "hammr.muse.expel:expel_system",
 }
 """System name -> 'module:function' taking a :class:`Workbench`."""
+
+
+def registered_systems() -> list[str]:
+    """Every system by name, HAMMR's two first (an agent's name is a system too: see
+    :func:`system_names`)."""
+    return [HAMMR, NAIVE, *FACTORIES]
 
 
 def system_names(agents: AgentSystems) -> list[str]:

@@ -6,9 +6,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from hammr.values import Box, Entity, Image, Page, Value
+
+if TYPE_CHECKING:
+    from hammr.backends.llm.base import LLMResponse
 
 Status = Literal[
     "running", "finished", "step_limit", "llm_failure", "error", "timeout", "cancelled"
@@ -53,7 +56,11 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "any": (lambda v: True, "any JSON value"),
 }
 
-_USAGE_FIELDS = {"prompt_tokens": "int", "completion_tokens": "int"}
+_USAGE_FIELDS = {
+    "prompt_tokens": "int",
+    "completion_tokens": "int",
+    "cached_prompt_tokens": "int?",
+}
 _STEP_FIELDS = {
     "index": "int",
     "thought": "str",
@@ -96,6 +103,7 @@ _TRACE_FIELDS = {
     "error": "str?",
     "model": "str",
     "latency_s": "number",
+    "notes": "list",
 }
 
 
@@ -161,6 +169,18 @@ def encode_value(value: Value, images: dict[str, Image]) -> JSON:
 class StepUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int | None = None
+    """Of ``prompt_tokens``, those the server took from its prefix (KV) cache rather than
+    evaluating them; None where the backend does not say (older traces, most fakes)."""
+
+    @classmethod
+    def of(cls, response: LLMResponse) -> StepUsage:
+        """The usage of one model reply."""
+        return cls(
+            response.usage.prompt_tokens,
+            response.usage.completion_tokens,
+            response.cached_prompt_tokens,
+        )
 
 
 @dataclass
@@ -240,6 +260,9 @@ class Trace:
     error: str | None = None
     model: str = ""
     latency_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    """What the system adapted to the model or configuration it ran on (worked examples
+    left out to fit the context, modules withheld for want of a backend, ...)."""
     images: dict[str, Image] = field(default_factory=dict, compare=False, repr=False)
 
     # -- derived figures ------------------------------------------------------------------
@@ -293,6 +316,7 @@ class Trace:
             "error": self.error,
             "model": self.model,
             "latency_s": self.latency_s,
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     @classmethod
@@ -303,6 +327,9 @@ class Trace:
         place = _at(where, "steps")
         steps = [Step.from_dict(s, f"{place}[{i}]") for i, s in enumerate(d.get("steps", []))]
         fields = {k: v for k, v in d.items() if k not in ("steps", "format", "image_dir")}
+        notes = fields.get("notes", [])
+        if not all(isinstance(n, str) for n in notes):
+            raise TraceFormatError(f"{_at(where, 'notes')} must be a list of strings")
         return cls(**fields, steps=steps)
 
     def save(self, path: str | Path) -> Path:

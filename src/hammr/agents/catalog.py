@@ -8,6 +8,7 @@ and worked examples. So the two differ only in structure.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +201,7 @@ class AgentCatalog:
         available = {t.name: t for t in tools}
         names: list[str] = []
         guidance = [NAIVE_INSTRUCTIONS]
-        examples: list[str] = []
+        per_type: list[tuple[str, ...]] = []
         inputs: dict[str, str] = {}
         for spec in self.specialists:
             for t in self.leaf_tools(spec, setting):
@@ -209,8 +210,11 @@ class AgentCatalog:
             guidance.append(
                 f"{spec.question_type} questions ({spec.description}):\n{spec.instructions}"
             )
-            examples.extend(self.naive_examples(spec))
+            per_type.append(self.naive_examples(spec))
             inputs.update(spec.inputs)
+        # one example of each question type, then a second of each, ...: where a small
+        # context holds only the first few, they still cover the types
+        examples = [e for group in itertools.zip_longest(*per_type) for e in group if e]
         missing = [n for n in names if n not in available]
         if missing:
             raise SpecError(f"naive agent: unknown tool(s) {', '.join(missing)}")

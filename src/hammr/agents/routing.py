@@ -6,7 +6,12 @@
 - :class:`NeighbourRouter`: k nearest labelled example questions (the specialists'
   ``routing_examples`` and worked-example questions) under the offline text embedder, voting
   with their similarities. The inputs a question comes with (a point, a second image) first
-  narrow the candidates to the specialists that take exactly those inputs.
+  narrow the candidates to the specialists that take exactly those inputs. The labelled
+  questions' vectors are cached on disk under the embedder's name
+  (:func:`hammr.backends.capabilities.embedder_name`: a served model's model and endpoint);
+  a cached matrix is checked against one fresh vector before it is used (another size or
+  direction: stale, embedded anew), and a question whose vector has another size than the
+  labelled questions' is a :class:`RouterError` naming the server and both sizes.
 - :class:`HybridDispatcher`: route by neighbours when their vote is confident, else run the
   LLM dispatcher. The paper's dispatcher misroutes 13% of questions (its section 4.3).
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +31,9 @@ import numpy as np
 
 from hammr.agent import AgentFailed, AgentResult, ReActAgent, mark_cancelled
 from hammr.agents.catalog import AgentCatalog
-from hammr.tools.base import Param, ToolContext, ToolResult
+from hammr.backends.capabilities import embedder_name
+from hammr.backends.llm.base import LLMError
+from hammr.tools.base import Param, ToolContext, ToolError, ToolResult
 from hammr.trace import Step, Trace, encode_value
 from hammr.values import Value, render_value
 
@@ -127,11 +135,23 @@ class RouteDecision:
         return "no specialist fits"
 
 
+class RouterError(LLMError):
+    """The neighbour router cannot embed: its embedding server failed, or sent a vector of
+    another size than it did for the labelled questions. A model call failed, with a one-line
+    message that names the server and says what to do (an :class:`LLMError`, so the commands
+    and the runs that handle a failed model call handle this one too)."""
+
+
 def _fingerprint(texts: Sequence[str], model: str) -> str:
     h = hashlib.sha256(model.encode())
     for t in texts:
         h.update(b"\0" + t.encode())
     return h.hexdigest()[:20]
+
+
+SAME_VECTOR_COSINE = 0.99
+"""A fresh vector of a labelled question must be at least this close to its cached one for
+the cache to be used (a served model embeds a text alone and in a batch almost alike)."""
 
 
 class NeighbourRouter:
@@ -176,23 +196,75 @@ class NeighbourRouter:
         """Embed the labelled questions now (once), rather than inside the first question."""
         await self._example_matrix()
 
+    def server(self) -> str:
+        """The embedding server (or embedder) the router's vectors come from, for messages."""
+        endpoint = getattr(self.embedder, "endpoint", None)
+        if isinstance(endpoint, str) and endpoint:
+            return f"the embedding server at {endpoint}"
+        return f"the embedder {embedder_name(self.embedder) or type(self.embedder).__name__}"
+
+    async def _embed(self, texts: list[str], what: str) -> np.ndarray:
+        """``texts`` embedded as (len(texts), d) float32; a failure is a RouterError."""
+        try:
+            rows = await self.embedder.embed_queries(texts)
+        except ToolError as e:  # an embedding server's errors name the server and the cause
+            raise RouterError(f"the router could not embed {what}: {e}") from None
+        matrix = np.asarray(rows, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts) or matrix.shape[1] == 0:
+            raise RouterError(
+                f"{self.server()} sent rows of shape {matrix.shape} for {len(texts)} "
+                f"text{'s' if len(texts) != 1 else ''} ({what})"
+            )
+        return matrix
+
+    def cache_file(self) -> Path | None:
+        """Where the labelled questions' vectors are cached: one file per embedder name and
+        set of questions; None without a cache folder or for an embedder with no name."""
+        name = embedder_name(self.embedder)
+        if self.cache_dir is None or name is None:
+            return None
+        texts = [q for q, _ in self.examples]
+        return self.cache_dir / f"router-{_fingerprint(texts, name)}.npy"
+
+    async def _cached_matrix(self, path: Path) -> np.ndarray | None:
+        """The cached matrix when it is this embedder's now: readable, one finite row per
+        labelled question, and the first row the same (size and direction) as a fresh vector
+        of the first question. Anything else (a server that now serves another model at the
+        same endpoint, a truncated file) reads as no cache."""
+        try:
+            cached = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None
+        if (
+            not isinstance(cached, np.ndarray)
+            or cached.ndim != 2
+            or cached.shape[0] != len(self.examples)
+            or cached.shape[1] == 0
+            or not np.isfinite(cached).all()
+        ):
+            return None
+        fresh = (await self._embed([self.examples[0][0]], "a labelled question"))[0]
+        if fresh.shape[0] != cached.shape[1]:
+            return None
+        first = cached[0].astype(np.float64)
+        norms = float(np.linalg.norm(first) * np.linalg.norm(fresh))
+        if norms == 0 or float(first @ fresh) / norms < SAME_VECTOR_COSINE:
+            return None
+        matrix: np.ndarray = cached.astype(np.float32, copy=False)
+        return matrix
+
     async def _example_matrix(self) -> np.ndarray:
         if self._matrix is not None:
             return self._matrix
-        texts = [q for q, _ in self.examples]
-        path = None
-        if self.cache_dir is not None:
-            name = type(self.embedder).__name__
-            path = self.cache_dir / f"router-{_fingerprint(texts, name)}.npy"
-            if path.is_file():
-                cached: np.ndarray = np.load(path)
-                if cached.shape[0] == len(texts):
-                    self._matrix = cached
-                    return cached
-        matrix = np.asarray(await self.embedder.embed_queries(texts), dtype=np.float32)
+        path = self.cache_file()
+        if path is not None and path.is_file():
+            cached = await self._cached_matrix(path)
+            if cached is not None:
+                self._matrix = cached
+                return cached
+        matrix = await self._embed([q for q, _ in self.examples], "the labelled questions")
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, matrix)
+            _save(path, matrix)
         self._matrix = matrix
         return matrix
 
@@ -203,7 +275,14 @@ class NeighbourRouter:
         if not candidates:
             return RouteDecision(None, "none", 0.0, {}, [], [])
         matrix = await self._example_matrix()
-        query = np.asarray(await self.embedder.embed_queries([question]), dtype=np.float32)[0]
+        query = (await self._embed([question], "the question"))[0]
+        if query.shape[0] != matrix.shape[1]:
+            raise RouterError(
+                f"{self.server()} changed the size of its vectors between calls: "
+                f"{matrix.shape[1]} numbers for the labelled questions, {query.shape[0]} for "
+                "the question (is another model served there now?); run again to embed the "
+                "labelled questions anew"
+            )
         allowed = np.array([a in candidates for _, a in self.examples])
         scores = np.where(allowed, matrix @ query, -np.inf)
         top = np.argsort(-scores)[: self.k]
@@ -223,6 +302,18 @@ class NeighbourRouter:
         return RouteDecision(
             best, "neighbours", votes.get(best, 0.0) if best else 0.0, votes, neighbours, candidates
         )
+
+
+def _save(path: Path, matrix: np.ndarray) -> None:
+    """Write the cache file whole or not at all (a run reading it meanwhile sees the old
+    one); a folder that cannot be written only costs the cache."""
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(tmp, matrix)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 # -- the dispatcher with a router in front ---------------------------------------------------
@@ -330,6 +421,12 @@ class RoutedDispatcher:
         except asyncio.CancelledError:
             mark_cancelled(trace)
             raise
+        except RouterError as e:
+            step.error_kind, step.error = "llm_failure", str(e)
+            step.observation = f"#ERROR#: {e}"
+            trace.status, trace.error = "llm_failure", str(e)
+            trace.latency_s = time.perf_counter() - started
+            return AgentResult(None, trace)
         if not self._settled(decision):
             return await self.llm_dispatcher(inputs).run(question, inputs, ctx=ctx)
         return await self._run_routed(question, inputs, decision, ctx, trace, started)
@@ -387,6 +484,7 @@ __all__ = [
     "RouteDecision",
     "RouteProbe",
     "RoutedDispatcher",
+    "RouterError",
     "routed_agent",
     "routing_only",
 ]

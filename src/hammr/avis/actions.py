@@ -217,7 +217,7 @@ class ActionRunner:
         for p in tool.params:
             if p.kind in ("image", "images"):
                 args[p.name] = given.focus.image if p.kind == "image" else [given.focus.image]
-            elif p.kind in ("text", "any") and p.required:
+            elif p.required and ("text" in p.kinds or p.kind == "any"):
                 args[p.name] = given.query
             elif p.required:
                 raise ToolError(

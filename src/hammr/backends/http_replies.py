@@ -11,7 +11,7 @@ from functools import cache
 
 import httpx
 
-from hammr.backends.http_errors import connect_reason, one_line
+from hammr.backends.http_errors import causes, connect_reason, one_line
 
 EXCERPT_CHARS = 200
 
@@ -68,6 +68,31 @@ _REASONS = (
     ),
     ("network unreachable", ("unreachable",)),
 )
+
+
+CLOSED_EARLY = "connection closed before the reply was complete"
+"""Why a server that took a request could not be heard to the end (it crashed, was killed,
+or restarted)."""
+
+_CLOSED_NEEDLES = (
+    "server disconnected",
+    "connection reset",
+    "peer closed connection",
+    "incomplete chunked read",
+    "broken pipe",
+    "connection aborted",
+)
+
+
+def closed_early(exc: Exception) -> bool:
+    """Whether ``exc`` (an httpx error after the connection was made) means that the server
+    closed the connection before its reply was complete."""
+    chain = causes(exc)
+    dropped = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+    if any(isinstance(e, dropped) for e in chain):
+        return True
+    low = " ".join(str(e) for e in chain).lower()
+    return any(n in low for n in _CLOSED_NEEDLES)
 
 
 def network_reason(exc: Exception) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option
+from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
 
 EPILOG_ERRORS = """\
 \b
@@ -86,6 +86,7 @@ def errors_cmd(
             if run not in store.run_names():
                 fail(f"no run named {run!r}; `hammr runs` lists them")
             records += store.records(run, limit=None)
+        warn_unfinished(store, runs, store_path)
     except StoreError as e:
         fail(str(e))
     finally:

@@ -12,7 +12,14 @@ from typing import Any
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option
+from hammr.cli_common import (
+    config_option,
+    fail,
+    open_store,
+    store_option,
+    systems_epilog,
+    warn_unfinished,
+)
 from hammr.eval.executors import EXECUTORS
 
 EPILOG_EVAL = """\b
@@ -36,7 +43,8 @@ samples already stored are skipped and the rest are asked, so nothing is counted
 The run name defaults to SUITE-SYSTEM-DATE, so the same command on the same day resumes.
 A sample that fails (timeout, exception, unreadable image, LLM server failure) is stored
 with score 0 and its status; --retry-failed asks those again.
-"""
+
+""" + systems_epilog()
 
 EPILOG_REPORT = """\b
 Examples:
@@ -95,9 +103,9 @@ def _suite_label(name_or_path: str) -> str:
 @click.option(
     "--system",
     "system_name",
-    help="Who answers: 'hammr' (dispatcher + specialists), 'naive' (the flat baseline), "
-    "'mulprog' (visual programs) or an agent's name from `hammr agents`. Default: "
-    "agent.system (hammr).",
+    help="Who answers: a system (listed below; `hammr systems` says what each needs and "
+    "whether it runs on this configuration) or an agent's name from `hammr agents`. "
+    "Default: agent.system (hammr).",
 )
 @click.option(
     "--memory",
@@ -122,11 +130,14 @@ def _suite_label(name_or_path: str) -> str:
 @click.option(
     "--timeout",
     "timeout_s",
-    default=300.0,
-    show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds of work per question (time queued for the model slot not counted) before "
-    "it is stored as 'timeout' with its partial trace (0: no limit).",
+    help="Seconds of work a question may take before it is stored as 'timeout' with its "
+    "partial trace (0: no limit). Work is wall-clock time less time queued for a model "
+    "slot; on the embedded model, which computes in this process, also less the time its "
+    "threads wait for a processor that other programs hold, so a busy machine does not "
+    "spend it. Default: no limit on the embedded model (every call ends at llm.max_tokens, "
+    "every agent at its step limit); on a served model 300, or llm.timeout_s when that is "
+    "longer. `hammr config show` says which applies.",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the --limit subset.")
 @click.option(
@@ -213,7 +224,7 @@ def eval_cmd(
     limit: int | None,
     concurrency: int | None,
     run_name: str | None,
-    timeout_s: float,
+    timeout_s: float | None,
     seed: int,
     half: str | None,
     split_seed: int,
@@ -243,7 +254,7 @@ def eval_cmd(
     from hammr.backends.llm.base import LLMError, run_sync
     from hammr.config import ConfigError, load_config
     from hammr.eval.executors import ExecutorError
-    from hammr.eval.job import EvalJob, resolve_judge
+    from hammr.eval.job import EvalJob, resolve_judge, sample_timeout, work_counted
     from hammr.eval.runner import EvalOutcome, EvalProgress, plan_samples, run_samples, sample_key
     from hammr.eval.store import FAILED_STATUSES, StoreError
     from hammr.eval.suites import load_suite
@@ -265,6 +276,8 @@ def eval_cmd(
     label = _suite_label(suite_name)
     name = run_name or f"{label}-{system_name}-{date.today().isoformat()}"
     checkpoint = str(bem_checkpoint) if bem_checkpoint else None
+    budget = sample_timeout(cfg, timeout_s)
+    work = work_counted(cfg)
     try:
         job = EvalJob(
             config=cfg,
@@ -273,7 +286,8 @@ def eval_cmd(
             cache=False if no_cache else None,
             judge=resolve_judge(judge, cfg, checkpoint),
             bem_checkpoint=checkpoint,
-            timeout_s=timeout_s or None,
+            timeout_s=budget,
+            work=work,
             concurrency=concurrency,
         )
         # Only the local executor answers here; Ray's workers each build their own (a bad
@@ -289,7 +303,8 @@ def eval_cmd(
         "limit": limit,
         "seed": seed,
         "concurrency": in_flight,
-        "timeout_s": timeout_s,
+        "timeout_s": budget,
+        "timeout_counts": work,
         "max_steps": max_steps,
         "judge": job.judge,
     }
@@ -405,6 +420,16 @@ def eval_cmd(
         f"{outcome.skipped} already done{failed})"
     )
     click.echo(f"table: hammr report {name}" + (f" --store {store_path}" if store_path else ""))
+    if outcome.timeouts:
+        counted = "wall-clock time less time queued" + (
+            " and waiting for a processor" if work != "wall" else ""
+        )
+        click.echo(
+            f"hammr: warning: {outcome.timeouts} samples timed out ({budget or 0:g} s of work "
+            f"each, counted in {counted}); ask them again with --retry-failed and a longer "
+            "--timeout (--timeout 0: no limit)",
+            err=True,
+        )
     llm_failed = outcome.statuses.get("llm_failure", 0)
     if llm_failed:
         click.echo(
@@ -496,6 +521,7 @@ def report_cmd(
         from hammr.eval.store import default_store_path
 
         fail(f"no run named {runs[0]!r} ({store_path or default_store_path()} does not exist)")
+    warn_unfinished(store, runs, store_path)
     if scaling_dir is not None:
         from hammr.eval.scaling import FIGURES, write_scaling
 

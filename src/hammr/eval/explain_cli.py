@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option
+from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
 
 if TYPE_CHECKING:
     from hammr.backends.llm.base import LLM
@@ -396,6 +396,7 @@ def explain_cmd(
             if run not in names:
                 fail(f"no run named {run!r}; `hammr runs` lists them")
             by_run[run] = store.records(run, limit=None)
+        warn_unfinished(store, runs, store_path)
     except StoreError as e:
         fail(str(e))
     finally:

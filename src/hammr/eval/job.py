@@ -9,7 +9,7 @@ backends, the metrics), which are expensive and are built once per process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hammr.agents.system import System
 from hammr.backends.llm.base import LLM
@@ -18,8 +18,36 @@ from hammr.eval.runner import Answer, default_metric_factory, local_answerer, pr
 from hammr.factory import build_llm, default_concurrency
 from hammr.systems import build_system
 from hammr.tools.base import ToolContext
+from hammr.work_clock import stall_clock
 
 JUDGES = ("auto", "bem", "llm", "embedding", "none")
+
+SERVED_SAMPLE_TIMEOUT_S = 300.0
+"""A question's default budget of work on a served model (raised to llm.timeout_s when that
+is longer, so that one request may always run to its own limit)."""
+
+WorkCounted = Literal["wall", "wall_less_processor_waits"]
+
+
+def work_counted(cfg: Config) -> WorkCounted:
+    """What a question's timeout counts (:mod:`hammr.work_clock`): on the embedded model,
+    which computes in this process, wall-clock time less time queued for its slot and less
+    time its threads waited for a processor other programs held; on a served one,
+    wall-clock time less time queued."""
+    return "wall_less_processor_waits" if cfg.get("llm.backend") == "embedded" else "wall"
+
+
+def sample_timeout(cfg: Config, given: float | None = None) -> float | None:
+    """Seconds of work per question (None: no limit). ``given``: ``--timeout`` (0: no limit;
+    None: the default for the backend). On the embedded model there is none by default: each
+    call is bounded by llm.max_tokens and each agent by its step limit, so every question
+    ends, and a loaded CPU only makes it slower; on a served model
+    :data:`SERVED_SAMPLE_TIMEOUT_S`, or llm.timeout_s when that is longer."""
+    if given is not None:
+        return given if given > 0 else None
+    if cfg.get("llm.backend") == "embedded":
+        return None
+    return max(SERVED_SAMPLE_TIMEOUT_S, float(cfg.get("llm.timeout_s")))
 
 
 def resolve_judge(judge: str, cfg: Config, bem_checkpoint: str | None) -> str:
@@ -43,6 +71,9 @@ class EvalJob:
     judge: str = "none"
     bem_checkpoint: str | None = None
     timeout_s: float | None = None
+    """Seconds of work per question (None: no limit); see :func:`sample_timeout`."""
+    work: WorkCounted = "wall"
+    """What ``timeout_s`` counts; see :func:`work_counted`."""
     concurrency: int | None = None
     """Questions in flight per process (None: the default for the configured LLM)."""
 
@@ -108,6 +139,7 @@ class BuiltJob:
             timeout_s=self.job.timeout_s,
             metrics=self.metrics,
             max_pixels=self.job.max_pixels,
+            work_clock=stall_clock() if self.job.work == "wall_less_processor_waits" else None,
         )
 
     async def prepare(self) -> None:

@@ -7,8 +7,10 @@ Nothing that goes wrong inside one sample (a timeout, an exception in the system
 unreadable image, a metric that fails) stops the run: it is stored with status 'timeout'
 or 'error', score 0 and the message.
 
-The timeout counts a sample's own work: time a sample spends queued for a shared model slot
-(the embedded model answers one call at a time) is not counted (:mod:`hammr.work_clock`).
+The timeout counts a sample's own work (:mod:`hammr.work_clock`): time a sample spends
+queued for a shared model slot (the embedded model answers one call at a time) is not
+counted, and with a work clock (the embedded model's) neither is time its threads wait for a
+processor that other programs hold.
 A sample that times out keeps the trace it had so far, with status 'timeout' and the step
 it was in, so ``hammr errors`` and the viewer can say where it was stuck; its model calls are
 cancelled, not left running.
@@ -30,7 +32,7 @@ from hammr.eval.types import Metric, RunRecord, Sample
 from hammr.tools.base import ToolContext
 from hammr.trace import Trace
 from hammr.values import DEFAULT_MAX_PIXELS, Image, Value
-from hammr.work_clock import WorkDeadline
+from hammr.work_clock import WorkClock, WorkDeadline
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -180,6 +182,7 @@ async def _answer_and_score(
     ctx_factory: CtxFactory,
     timeout_s: float | None,
     max_pixels: int,
+    work_clock: WorkClock | None = None,
 ) -> RunRecord:
     record = unanswered(entry, sample, run_name)
     started = time.perf_counter()
@@ -193,7 +196,7 @@ async def _answer_and_score(
             on_trace=partial.append,
             task=(record.dataset, record.question_type),
         )
-        deadline = WorkDeadline(timeout_s)
+        deadline = WorkDeadline(timeout_s, work_clock)
         async with deadline:
             result = await system.run(question, inputs, ctx=ctx)
     except TimeoutError as e:
@@ -204,7 +207,10 @@ async def _answer_and_score(
             return record
         record.status = "timeout"
         record.error = timeout_message(
-            timeout_s, deadline.queued_s, partial[-1] if partial else None
+            timeout_s,
+            deadline.queued_s,
+            partial[-1] if partial else None,
+            counts=getattr(work_clock, "counts", "work clock") if work_clock else None,
         )
         if partial:
             _keep_partial(record, partial[-1], record.error)
@@ -238,9 +244,14 @@ async def _answer_and_score(
     return record
 
 
-def timeout_message(timeout_s: float | None, queued_s: float, trace: Trace | None) -> str:
-    """Why a sample timed out, and where its run was (the deepest step in flight)."""
+def timeout_message(
+    timeout_s: float | None, queued_s: float, trace: Trace | None, *, counts: str | None = None
+) -> str:
+    """Why a sample timed out, and where its run was (the deepest step in flight).
+    ``counts``: what the work clock counted, when it was not the wall clock."""
     text = f"no answer within {timeout_s or 0:g} s of work"
+    if counts:
+        text += f" ({counts})"
     if queued_s >= 0.05:
         text += f" (plus {queued_s:.1f} s queued for the model, not counted)"
     where = _deepest_step(trace) if trace is not None else None
@@ -325,9 +336,11 @@ def local_answerer(
     timeout_s: float | None = None,
     metrics: MetricFactory | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    work_clock: WorkClock | None = None,
 ) -> Answer:
     """Answers samples with ``system`` in this process, scoring with each entry's metric
-    (built once per entry name and metric)."""
+    (built once per entry name and metric). ``timeout_s`` is counted on ``work_clock``
+    (None: the wall clock; see :mod:`hammr.work_clock`)."""
     metric_for = metrics or default_metric_factory()
     metric_cache: dict[tuple[str, str], Metric | str] = {}
 
@@ -351,6 +364,7 @@ def local_answerer(
             ctx_factory=ctx_factory,
             timeout_s=timeout_s,
             max_pixels=max_pixels,
+            work_clock=work_clock,
         )
 
     return answer
@@ -368,12 +382,14 @@ async def run_eval(
     on_result: OnResult | None = None,
     metrics: MetricFactory | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
+    work_clock: WorkClock | None = None,
 ) -> EvalOutcome:
     """Ask ``system`` every sample not yet stored under ``run_name``, score each answer with
     its entry's metric and commit it to ``store`` as soon as it is done.
 
-    At most ``concurrency`` samples are in flight; each gets ``timeout_s`` seconds (None: no
-    limit) and a fresh context from ``ctx_factory``. ``on_result`` is called (on the event
+    At most ``concurrency`` samples are in flight; each gets ``timeout_s`` seconds of work
+    (None: no limit), counted on ``work_clock`` (None: the wall clock, less time queued), and
+    a fresh context from ``ctx_factory``. ``on_result`` is called (on the event
     loop) with every record stored. The run must exist in the store (:meth:`RunStore.open_run`).
     Problems with the store itself (disk full, ...) do stop the run: nothing more could be kept.
     """
@@ -384,6 +400,7 @@ async def run_eval(
         timeout_s=timeout_s,
         metrics=metrics,
         max_pixels=max_pixels,
+        work_clock=work_clock,
     )
 
     async def setup() -> None:

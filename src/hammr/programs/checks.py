@@ -33,8 +33,9 @@ from hammr.values import Value, value_kind
 
 
 def param_kinds(tool: Tool) -> dict[str, str]:
-    """The kind the checker expects for each parameter of ``tool``."""
-    kinds: dict[str, str] = {p.name: p.kind for p in tool.params}
+    """The kind the checker expects for each parameter of ``tool`` ('page | text' for a
+    parameter that takes a union of kinds)."""
+    kinds: dict[str, str] = {p.name: " | ".join(p.kinds) for p in tool.params}
     if isinstance(tool, DeclaresKinds):
         kinds.update({k: v for k, v in tool.expects.items() if k in kinds})
     return kinds
@@ -107,12 +108,15 @@ def _expr_kind(expr: Expr, kinds: Mapping[str, str | None]) -> str | None:
 
 
 def _fits(got: str | None, want: str) -> bool:
-    if got is None or got not in KNOWN_KINDS or want not in _FITS:
+    wants = want.split(" | ")
+    if got is None or got not in KNOWN_KINDS or any(w not in _FITS for w in wants):
         return True
-    return got in _FITS[want]
+    return any(got in _FITS[w] for w in wants)
 
 
 def _a(kind: str) -> str:
+    if " | " in kind:
+        return " or ".join(_a(k) for k in kind.split(" | "))
     plural = kind.endswith("s") or kind in ("text",)
     return kind if plural else ("an " if kind[0] in "aeiou" else "a ") + kind
 

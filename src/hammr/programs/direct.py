@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from hammr.agent import AgentResult, traced
 from hammr.backends.llm.base import LLM, ImagePart, LLMError, LLMRequest, Message
 from hammr.eval.metrics.explanation import BoxRef, GroundedExplanation
+from hammr.grammar_bounds import tokens_for
 from hammr.programs.explain import BOX_TOKEN
 from hammr.programs.planner import ProgramExample, load_examples
 from hammr.programs.system import explanation_output, model_and_image
@@ -46,6 +47,17 @@ Reply in exactly this form:
 Answer: <short answer>
 Explanation: <one sentence with {BOXn} after each object>
 Boxes: BOX0=[x, y, w, h]; BOX1=[x, y, w, h]"""
+
+REPLY_GRAMMAR = r"""
+root ::= "Answer: " answer "\nExplanation: " explanation "\nBoxes: " boxes
+answer ::= [^ \n] [^\n]{0,59}
+explanation ::= [^ \n{}] ([^\n{}] | "{BOX" [0-9] "}"){0,299}
+boxes ::= "none" | box ("; " box){0,7}
+box ::= "BOX" [0-9] "=[" num ", " num ", " num ", " num "]"
+num ::= [0-9]{1,5}
+"""
+"""The reply's form as a GBNF grammar, for backends that take one (a weak model then cannot
+leave out the answer line); ``[llm] grammar = "off"`` sends none, as the paper's GPT-4V had."""
 
 _FIELD = re.compile(r"(?im)^\s*(answer|explanation|boxes)\s*:\s*(.*)$")
 _BOX = re.compile(r"([A-Za-z_]\w*)\s*[=:]\s*\[\s*([-\d.eE+, ]+?)\s*\]")
@@ -130,23 +142,31 @@ class DirectSystem:
         *,
         llm: LLM | None = None,
         max_tokens: int = 200,
+        grammar: bool | None = None,
     ) -> None:
         self.examples = [
             e for e in (examples if examples is not None else load_examples()) if e.answer
         ]
         self.llm = llm
         self.max_tokens = max_tokens
+        self.grammar = grammar
+        """True: always constrain the reply's form; False: never; None: where supported."""
 
-    def request(self, question: str, image: Image) -> LLMRequest:
+    def request(self, question: str, image: Image, llm: LLM | None = None) -> LLMRequest:
         shots = "\n\n".join(example_text(e) for e in self.examples)
         task = (
             f"{shots}\n\nThe image is {image.width}x{image.height} pixels.\nQuestion: {question}\n"
         )
         content = (ImagePart(image), task)
+        constrained = (
+            llm is not None and llm.grammar_support == "gbnf" and self.grammar is not False
+        )
+        grammar = REPLY_GRAMMAR.strip() if constrained else None
         return LLMRequest(
             messages=(Message("system", INSTRUCTIONS), Message("user", content)),
-            max_tokens=self.max_tokens,
+            max_tokens=tokens_for(grammar, self.max_tokens),
             stop=("\nQuestion:",),
+            grammar=grammar,
         )
 
     async def run(
@@ -168,7 +188,7 @@ class DirectSystem:
         trace.steps.append(step)
         started = time.perf_counter()
         try:
-            reply = await model.complete(self.request(question, image))
+            reply = await model.complete(self.request(question, image, model))
         except LLMError as e:
             step.error_kind, step.error = "llm_failure", str(e)
             trace.status, trace.error = "llm_failure", str(e)
@@ -176,7 +196,7 @@ class DirectSystem:
         finally:
             step.llm_latency_s = time.perf_counter() - started
         step.raw = reply.text
-        step.usage = StepUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        step.usage = StepUsage.of(reply)
         try:
             parsed = parse_direct(reply.text, image)
         except DirectFormatError as e:
@@ -196,4 +216,6 @@ class DirectSystem:
 def direct_system(bench: Workbench) -> DirectSystem:
     """The `mulprog-direct` system: the configured LLM (a served VLM sees the image; a
     text-only model gets the image as a placeholder) with the bundled examples."""
-    return DirectSystem()
+    from hammr.factory import grammar_setting
+
+    return DirectSystem(grammar=grammar_setting(bench.config))

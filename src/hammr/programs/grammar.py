@@ -112,10 +112,14 @@ def line_grammar(
     root = " | ".join(ends if final_only and ends else [*lines, *ends])
     out = [f"root ::= {root}"]
     out += [f"{name} ::= {_alternatives(names)}" for name, names in refs.items() if names]
+    # a text may name an earlier result in braces ({ANSWER0}, as EVAL reads it), and only
+    # a defined one: braces are otherwise left out of its characters
+    readable = [n for n in refs["any-var"] if n != INPUT_IMAGE]
+    ref = f' | "{{" ({_alternatives(readable)}) "}}"' if readable else ""
     out += [
         'number ::= "-"? [0-9]{1,6} ("." [0-9]{1,3})?',
-        'sq-string ::= "\'" [^\'\\n]{1,120} "\'"',
-        'dq-string ::= "\\"" [^"\\n]{1,300} "\\""',
+        f"sq-string ::= \"'\" ([^'\\n{{}}]{ref}){{1,120}} \"'\"",
+        f'dq-string ::= "\\"" ([^"\\n{{}}]{ref}){{1,300}} "\\""',
         *rules,
     ]
     return "\n".join(out) + "\n"

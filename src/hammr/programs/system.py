@@ -10,6 +10,7 @@ like any other trace.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,7 +23,7 @@ from hammr.programs.explain import ExplanationError, llm_explanation, template_e
 from hammr.programs.interpreter import run_program
 from hammr.programs.language import Program, ProgramErrors, format_errors
 from hammr.programs.modules import modules_with
-from hammr.programs.planner import ProgramPlanner
+from hammr.programs.planner import ProgramPlanner, load_examples
 from hammr.tools.base import Tool, ToolContext
 from hammr.trace import Step, StepUsage, Trace, encode_value
 from hammr.values import Image, Value
@@ -79,6 +80,8 @@ class MulProgSystem:
         self.llm = llm
         self.explainer = explainer
         self.repair_rounds = repair_rounds
+        self.notes: tuple[str, ...] = ()
+        """Said in every trace (e.g. modules withheld for want of a backend)."""
 
     async def prepare(self) -> None:
         await self.planner.prepare()
@@ -95,6 +98,7 @@ class MulProgSystem:
         program_inputs: dict[str, Value] = {"IMAGE": image}
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {n: encode_value(v, trace.images) for n, v in program_inputs.items()}
+        trace.notes.extend(self.notes)
         with traced(trace, ctx):
             program = await self._plan(question, model, trace, ctx)
             if program is None:
@@ -136,7 +140,7 @@ class MulProgSystem:
                     step = Step(index=len(trace.steps), tool="PLAN", thought="next line")
                     trace.steps.append(step)
                 step.raw, step.cached, step.llm_latency_s = reply.text, reply.cached, spent
-                step.usage = StepUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+                step.usage = StepUsage.of(reply)
             text = "\n".join(r.text.strip() for r in replies)
             try:
                 program = compile_program(text, self.modules, {"IMAGE": "image"})
@@ -194,12 +198,44 @@ def mulprog_system(
     from hammr.factory import grammar_setting
 
     embedder = bench.backends.get("embed")
+    modules, withheld = modules_with_backends(modules_with(extra_modules), bench.backends)
+    examples = [e for e in load_examples() if program_modules(e.program) <= set(modules)]
     planner = ProgramPlanner(
-        list(modules_with(extra_modules).values()),
+        list(modules.values()),
+        examples,
         k=8 if embedder is not None else None,
         embedder=embedder,
         grammar=grammar_setting(bench.config),
     )
     served = bench.config.get("llm.backend") != "embedded"
     chosen: Explainer = explainer or ("llm" if served else "template")
-    return MulProgSystem(planner, modules_with(extra_modules), explainer=chosen)
+    system = MulProgSystem(planner, modules, explainer=chosen)
+    if withheld:
+        system.notes = (
+            "modules withheld for want of a backend: "
+            + ", ".join(f"{m} ({cap})" for m, cap in withheld.items())
+            + f"; {len(examples)} of {len(load_examples())} worked examples use none of them"
+            " (configure the capabilities in hammr.toml [tools.NAME] to offer them)",
+        )
+    return system
+
+
+def modules_with_backends(
+    modules: Mapping[str, Tool], backends: Mapping[str, Any]
+) -> tuple[dict[str, Tool], dict[str, str]]:
+    """The modules whose capability has a backend, and the others (name -> capability): a
+    program cannot call a module that could only answer 'not available'."""
+    usable: dict[str, Tool] = {}
+    withheld: dict[str, str] = {}
+    for name, module in modules.items():
+        capability = getattr(module, "capability", None)
+        if capability is None or capability in backends:
+            usable[name] = module
+        else:
+            withheld[name] = str(capability)
+    return usable, withheld
+
+
+def program_modules(program: str) -> set[str]:
+    """The modules a program's lines call."""
+    return set(re.findall(r"=\s*([A-Z][A-Z0-9_]*)\(", program))

@@ -5,6 +5,11 @@ drift from the code. Arguments coming from a model are validated and coerced aga
 annotations (four numbers become a Box, a single box where a list is expected becomes a
 list, ...); anything that does not fit raises :class:`BadArguments` with a message the
 agent can act on.
+
+A parameter annotated with a union of kinds (``context: Page | str``) accepts exactly those
+kinds (:attr:`Param.kinds`: page, then text), and says so on the card (``context: page |
+text``); the step grammar offers exactly the literals and variables of those kinds. Only an
+annotation hammr has no kind for (``Any``, ``dict``, a union with such a member) is ``any``.
 """
 
 from __future__ import annotations
@@ -103,16 +108,37 @@ NO_DEFAULT: Any = _NoDefault()
 class Param:
     name: str
     kind: ParamKind
+    """The kind the parameter takes; for a union, the first of :attr:`kinds`."""
     default: Any = NO_DEFAULT
     doc: str = ""
     choices: tuple[str, ...] | None = None
+    also: tuple[ParamKind, ...] = ()
+    """The other kinds a union parameter accepts (``Page | str``: kind 'page', also
+    ('text',)), tried in order after ``kind``."""
+
+    def __post_init__(self) -> None:
+        kinds = self.kinds
+        if len(set(kinds)) < len(kinds) or ("any" in kinds and len(kinds) > 1):
+            raise ValueError(
+                f"parameter {self.name!r}: a union of kinds names each kind once and not "
+                f"'any', got {' | '.join(self.kinds)}"
+            )
+
+    @property
+    def kinds(self) -> tuple[ParamKind, ...]:
+        """Every kind the parameter accepts, in the order a value is tried against them."""
+        return (self.kind, *self.also)
 
     @property
     def required(self) -> bool:
         return self.default is NO_DEFAULT
 
+    def hint(self) -> str:
+        """What the parameter accepts, in words ('a page variable or a string')."""
+        return " or ".join(_KIND_HINT[k] for k in self.kinds)
+
     def signature(self) -> str:
-        text = f"{self.name}: {self.kind}"
+        text = f"{self.name}: {' | '.join(self.kinds)}"
         if self.choices:
             text = f"{self.name}: one of " + "|".join(repr(c) for c in self.choices)
         if not self.required:
@@ -225,8 +251,20 @@ def _show(v: Any) -> str:
 
 
 def coerce(value: Any, param: Param, where: str) -> Any:
-    """Validate one argument against its parameter kind; raise BadArguments when it does not fit."""
-    k = param.kind
+    """Validate one argument against its parameter's kinds (each in turn, for a union) and
+    return it coerced by the first that fits; raise BadArguments when none does."""
+    if not param.also:
+        return _coerce_to(value, param.kind, param, where)
+    for k in param.kinds:
+        try:
+            return _coerce_to(value, k, param, where)
+        except BadArguments:
+            continue
+    raise BadArguments(f"{where} must be {param.hint()}, got {_show(value)}")
+
+
+def _coerce_to(value: Any, k: ParamKind, param: Param, where: str) -> Any:
+    """Validate one argument against one kind ``k`` of ``param``."""
     try:
         if k == "any":
             return value
@@ -361,16 +399,33 @@ def bind_arguments(
 # -- the @tool decorator ---------------------------------------------------------------------
 
 
+def _kinds_of(annotation: Any) -> tuple[ParamKind, ...]:
+    """The kinds a parameter annotated ``annotation`` accepts: one, or several for a union
+    of kinds (``Page | str``: page, text); ``("any",)`` when a member has no kind."""
+    origin = typing.get_origin(annotation)
+    if origin not in (typing.Union, types.UnionType):
+        return (_kind_of(annotation),)
+    kinds: list[ParamKind] = []
+    for member in typing.get_args(annotation):
+        if member is type(None):
+            continue  # ``X | None``: None is the default, not a kind a model may write
+        for k in _kinds_of(member):
+            if k not in kinds:
+                kinds.append(k)
+    if "any" in kinds or not kinds:
+        return ("any",)
+    if set(kinds) == {"image", "images"}:
+        return ("image",)  # one image or a list of them: a vectorised image parameter
+    return tuple(kinds)
+
+
 def _kind_of(annotation: Any) -> ParamKind:
+    """The one kind of ``annotation`` ('any' for a union of several: see :func:`_kinds_of`)."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
-        real = [a for a in args if a is not type(None)]
-        if len(real) == 1:
-            return _kind_of(real[0])
-        if Image in real and any(typing.get_origin(a) is list for a in real):
-            return "image"
-        return "any"
+        kinds = _kinds_of(annotation)
+        return kinds[0] if len(kinds) == 1 else "any"
     if origin is Literal:
         return "text"
     if origin in (list, Sequence, tuple) or annotation in (list, tuple):
@@ -547,11 +602,13 @@ def tool(
             choices: tuple[str, ...] | None = None
             if typing.get_origin(ann) is Literal:
                 choices = tuple(str(a) for a in typing.get_args(ann))
-            kind = _kind_of(ann)
-            if vectorised == pname and kind == "images":
-                kind = "image"
+            kinds = _kinds_of(ann)
+            if vectorised == pname and kinds == ("images",):
+                kinds = ("image",)
             default = NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
-            params.append(Param(pname, kind, default, docs.get(pname, ""), choices))
+            params.append(
+                Param(pname, kinds[0], default, docs.get(pname, ""), choices, also=kinds[1:])
+            )
         if vectorised is not None and vectorised not in {p.name for p in params}:
             raise TypeError(f"@tool(vectorised={vectorised!r}): no such parameter in {f.__name__}")
         ret = hints.get("return", Any)

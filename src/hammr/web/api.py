@@ -49,6 +49,7 @@ MAX_PATH = 4096
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 CI_SAMPLES = 1000
+GROUND_TRUTH_PAGE = 200
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
@@ -230,10 +231,23 @@ class Api:
             "failed": sum(summary.statuses.get(k, 0) for k in FAILED_STATUSES),
             "rows": rows,
             "macro": macro,
+            "ground_truth": self._has_ground_truth(name),
         }
         with self._cache_lock:
             self._runs_cache[name] = (key, entry)
         return entry
+
+    def _has_ground_truth(self, run: str) -> bool:
+        """Whether any sample of ``run`` has a ground truth (a run made from a `hammr ask`
+        trace has none, and its stored scores of 0 mean nothing)."""
+        offset = 0
+        while True:
+            page = self.store.records(run, offset, GROUND_TRUTH_PAGE, traces=False)
+            if any(rec.answers for rec in page):
+                return True
+            if len(page) < GROUND_TRUTH_PAGE:
+                return False
+            offset += GROUND_TRUTH_PAGE
 
     def _known(self, run: str) -> bool:
         return self.store.run_info(run) is not None
@@ -297,8 +311,14 @@ def filters_from(query: Mapping[str, list[str]]) -> dict[str, Any]:
 
 
 def record_dict(rec: Any) -> dict[str, Any]:
-    """One stored sample as the detail endpoint returns it."""
+    """One stored sample as the detail endpoint returns it.
+
+    ``options`` lists a multiple-choice question's options (``{"letter", "text"}``, empty for
+    an open question), ``chosen_option`` the letter the prediction chooses and
+    ``correct_option`` the correct letter (each None where unknown): see :func:`choice_view`.
+    """
     trace = rec.trace
+    asked = trace.question if trace is not None else None
     return {
         "dataset": rec.dataset,
         "sample_id": rec.sample_id,
@@ -314,5 +334,55 @@ def record_dict(rec: Any) -> dict[str, Any]:
         "prompt_tokens": rec.prompt_tokens,
         "completion_tokens": rec.completion_tokens,
         "llm_calls": rec.llm_calls,
+        **choice_view(asked, rec.question, rec.answers, rec.prediction),
         "trace": trace.to_dict() if trace is not None else None,
+    }
+
+
+_OPTION_LINE = re.compile(r"^\s*\(?([A-Z])[).:]\s+(.*\S)\s*$")
+
+
+def lettered_options(text: str) -> list[str]:
+    """The options a question lists on their own lines, lettered from A ('A. red',
+    '(B) blue', 'C) green'; as the runner writes them after 'Options:'), else []."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _OPTION_LINE.match(line)), None)
+    if start is None:
+        return []
+    found: list[str] = []
+    for line in lines[start:]:
+        m = _OPTION_LINE.match(line)
+        if m is None or m.group(1) != chr(ord("A") + len(found)):
+            break
+        found.append(m.group(2))
+    return found if len(found) >= 2 else []
+
+
+def choice_view(
+    asked: str | None, question: str, answers: Any, prediction: str | None
+) -> dict[str, Any]:
+    """The options of a multiple-choice sample, read from the question its system was asked
+    (the trace's, where the runner appended them) or else the stored question; the letter
+    the prediction chooses and the correct one, read as the multiple-choice metric reads
+    them (:mod:`hammr.eval.metrics.choice`), each None when there is none."""
+    texts = lettered_options(asked or "") or lettered_options(question or "")
+    if not texts:
+        return {"options": [], "chosen_option": None, "correct_option": None}
+    from hammr.eval.metrics.choice import correct_letter, extract_choice
+    from hammr.eval.types import Sample
+
+    letters = [chr(ord("A") + i) for i in range(len(texts))]
+    chosen = extract_choice(prediction, texts).letter if prediction else None
+    correct = None
+    truth = tuple(str(a) for a in answers or ())
+    if truth:
+        sample = Sample("", "", question, truth, {}, choices=tuple(texts))
+        try:
+            correct = correct_letter(sample)
+        except ValueError:  # the answer is neither a letter nor an option's text
+            correct = None
+    return {
+        "options": [{"letter": x, "text": t} for x, t in zip(letters, texts, strict=True)],
+        "chosen_option": chosen,
+        "correct_option": correct,
     }

@@ -104,7 +104,8 @@ def avis_section(data: dict[str, Any]) -> str:
         for item in items:
             doc = item.get("trace")
             trace = Trace.from_dict(doc) if is_avis_document(doc) else None
-            pairs.append((trace, item.get("score")))
+            # a sample without ground truth (a `hammr ask` trace) is neither right nor wrong
+            pairs.append((trace, item.get("score") if item.get("answers") else None))
         if any(t is not None for t, _ in pairs):
             found.append((run, pairs))
     if not found:

@@ -113,10 +113,15 @@ class OpenAIEmbedder(OpenAIStyleClient):
         self.batch_size = int(batch_size)
         self.config_table = "tools.similarity"
         """The hammr.toml table named in connection errors (the factory sets it)."""
-        # What the rows depend on besides the pixels or text: the image index caches by it.
+        # What the rows depend on besides the pixels or text: the model and the endpoint that
+        # serves it, and what is sent with each input. Every cache of embeddings (the router's
+        # labelled questions, the AVIS image index, the experience bank) keys by it, through
+        # hammr.backends.capabilities.embedder_name. The text prompt is named only when set,
+        # so caches made before it was part of the key stay valid.
         self.cache_key = (
             f"openai-embeddings base_url={self.base_url} model={model} "
             f"image_prompt={image_prompt!r} max_image_side={self.max_image_side}"
+            + (f" text_prompt={text_prompt!r}" if text_prompt else "")
         )
         self._limit = PerLoopSemaphore()
 
@@ -147,6 +152,19 @@ class OpenAIEmbedder(OpenAIStyleClient):
     async def embed_passages(self, texts: list[str]) -> np.ndarray:
         """The 'embed' capability: the same as :meth:`embed_texts`."""
         return await self.embed_texts(texts)
+
+    def _client_error(
+        self, resp: httpx.Response, url: str, body: dict[str, Any] | None = None
+    ) -> Exception:
+        """A refused image request also asks whether the served model takes images."""
+        error = super()._client_error(resp, url, body)
+        if resp.status_code == 400 and body is not None and "messages" in body:
+            return EmbeddingError(
+                f"{error} (an image is sent as a chat message with an image_url part, as "
+                "vLLM's multimodal embedding models take it; does the served model take "
+                "images?)"
+            )
+        return error
 
     # -- requests --------------------------------------------------------------------------
 

@@ -86,7 +86,13 @@ class LLMResponse:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     cached: bool = False
+    """Replayed from hammr's own response cache (no model call was made)."""
     finish_reason: str | None = None
+    """Why the model stopped, as the backend said: "stop", "length" (cut at max_tokens), ..."""
+    cached_prompt_tokens: int | None = None
+    """Of ``usage.prompt_tokens``, those the server took from its prefix (KV) cache instead of
+    evaluating them (llama.cpp's ``timings.cache_n``, OpenAI's and vLLM's
+    ``usage.prompt_tokens_details.cached_tokens``); None where the backend does not say."""
 
 
 DEFAULT_MAX_IMAGES = 8

@@ -23,6 +23,7 @@ from hammr.backends.llm.base import (
     sees_images,
     vision_limits_of,
 )
+from hammr.context_fit import context_window, count_tokens
 from hammr.values import Image
 
 _KEY_VERSION = 1
@@ -105,6 +106,14 @@ class CachedLLM:
     @property
     def vision_limits(self) -> VisionLimits:
         return vision_limits_of(self.inner)
+
+    async def context_window(self) -> int | None:
+        """The inner model's context (see :mod:`hammr.context_fit`)."""
+        return await context_window(self.inner)
+
+    async def count_tokens(self, text: str) -> int:
+        """``text``'s tokens by the inner model's tokenizer, else estimated."""
+        return await count_tokens(self.inner, text)
 
     async def prepare(self) -> None:
         """The wrapped model's one-time setup (see :func:`hammr.eval.runner.prepare`)."""

@@ -85,6 +85,8 @@ class _Loaded:
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Held while llama.cpp works on a call (any thread, any event loop)."""
     good_grammars: set[str] = field(default_factory=set)
+    context: int | None = None
+    """The context llama.cpp allocated (read from its /props on first need)."""
     slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
         default_factory=weakref.WeakKeyDictionary
     )
@@ -252,6 +254,40 @@ class EmbeddedLLM:
         if self._loaded is None:
             await asyncio.to_thread(self.load)
 
+    async def context_window(self) -> int:
+        """The tokens the loaded context holds: ``n_ctx``, or less where llama.cpp capped it
+        at the length the model was trained on (SmolLM2: 8,192)."""
+        await self.prepare()
+        assert self._loaded is not None
+        if self._loaded.context is None:
+            props = await self._loopback("GET", "/props")
+            settings = props.get("default_generation_settings") if props else None
+            size = settings.get("n_ctx") if isinstance(settings, dict) else None
+            self._loaded.context = size if isinstance(size, int) and size > 0 else self.n_ctx
+        return self._loaded.context
+
+    async def count_tokens(self, text: str) -> int | None:
+        """``text``'s tokens by the model's own tokenizer (None if it could not be asked)."""
+        await self.prepare()
+        reply = await self._loopback("POST", "/tokenize", {"content": text})
+        tokens = reply.get("tokens") if reply else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    async def _loopback(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """A request to llama.cpp's own HTTP endpoints for this model (on 127.0.0.1)."""
+        import httpx
+
+        base = self.server_url.removesuffix("/v1")
+        try:
+            async with httpx.AsyncClient(timeout=60.0) as client:
+                r = await client.request(method, base + path, json=body)
+            data = r.json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Wait for the model's slot (cancellable, not counted as work), then run the call
         on a worker thread; a cancelled call stops at its next token."""
@@ -362,10 +398,17 @@ class EmbeddedLLM:
             return f"{self.name}: {error}"
         message = str(error.get("message", error))
         if error.get("type") == "exceed_context_size_error":
+            held = error.get("n_ctx", self.n_ctx)
+            capped = isinstance(held, int) and held < self.n_ctx
             return (
                 f"{self.name}: prompt is {error.get('n_prompt_tokens', '?')} tokens but the "
-                f"context holds {error.get('n_ctx', self.n_ctx)}; shorten the prompt or raise "
-                f"EmbeddedLLM(n_ctx=...)"
+                f"context holds {held}"
+                + (
+                    f" (the most this model takes; [llm] n_ctx = {self.n_ctx} cannot raise it):"
+                    " lower [agent] max_steps, or serve a model with a longer context"
+                    if capped
+                    else "; raise [llm] n_ctx in hammr.toml, or lower [agent] max_steps"
+                )
             )
         if "grammar" in message:
             return f"{self.name}: invalid GBNF grammar: {message}"
@@ -380,6 +423,7 @@ class EmbeddedLLM:
             text = choice.get("text", result.get("content", "")) or ""
         usage = result.get("usage") or {}
         self.last_timings = dict(result.get("timings") or {})
+        cache_n = self.last_timings.get("cache_n")
         return LLMResponse(
             text=apply_stop(text, request.stop),
             usage=Usage(
@@ -388,6 +432,7 @@ class EmbeddedLLM:
             ),
             model=self.name,
             finish_reason=choice.get("finish_reason"),
+            cached_prompt_tokens=cache_n if isinstance(cache_n, int) and cache_n >= 0 else None,
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 import httpx
 
 from hammr.backends.http_client import OpenAIStyleClient
-from hammr.backends.http_replies import excerpt
+from hammr.backends.http_replies import excerpt, server_message
 from hammr.backends.llm.base import (
     GrammarSupport,
     LLMError,
@@ -182,6 +182,10 @@ class OpenAICompatLLM(OpenAIStyleClient):
                 "type": "json_schema",
                 "json_schema": {"name": "output", "schema": request.json_schema},
             }
+            if self.server == "llamacpp" and self.mode == "completion":
+                # llama-server's /v1/completions ignores response_format (its chat endpoint
+                # honours it) and takes the schema as a top-level json_schema
+                body["json_schema"] = request.json_schema
         if request.grammar and self.grammar_support == "gbnf":
             body.update(_grammar_fields(self.server, request.grammar))
         _merge(body, self.extra_body)
@@ -222,6 +226,35 @@ class OpenAICompatLLM(OpenAIStyleClient):
         # a 404 names the model and the endpoint asked; another refusal names neither
         return f" for model {self.model!r} at {self.endpoint_at(url)}" if status == 404 else ""
 
+    def _client_error(
+        self, resp: httpx.Response, url: str, body: dict[str, Any] | None = None
+    ) -> Exception:
+        """A refused grammar, JSON schema or over-long prompt says so; other 4xx replies as
+        the base class words them."""
+        refusal = _refusal(resp, body or {}) if resp.status_code == 400 else None
+        if refusal is None:
+            return super()._client_error(resp, url, body)
+        msg = server_message(resp)
+        where = self._where(url)
+        if refusal == "grammar":
+            return LLMError(
+                f"{where} refused the grammar hammr sent (HTTP 400): {msg} (the grammar is "
+                f"sent as server = {self.server!r} takes it; with hammr.toml "
+                f"[{self.config_table}] server = 'auto' none is sent)"
+            )
+        if refusal == "json_schema":
+            return LLMError(
+                f"{where} refused the JSON schema hammr sent as response_format (HTTP 400): {msg}"
+            )
+        data = resp.json()
+        err = data["error"]
+        return LLMError(
+            f"{where} refused the request (HTTP 400): the prompt is "
+            f"{err.get('n_prompt_tokens', '?')} tokens but each of its slots holds "
+            f"{err.get('n_ctx', '?')} — start the server with a larger context (llama.cpp: "
+            f"--ctx-size, which --parallel slots share) or shorten the prompt"
+        )
+
     def _parse(self, resp: httpx.Response, request: LLMRequest, url: str) -> LLMResponse:
         data = self._reply_json(resp, url)
         choice = None
@@ -252,15 +285,52 @@ class OpenAICompatLLM(OpenAIStyleClient):
             usage=_parse_usage(usage),
             model=model if isinstance(model, str) and model else self.model,
             finish_reason=finish if isinstance(finish, str) else None,
+            cached_prompt_tokens=_cached_prompt_tokens(data),
         )
+
+
+def _count(value: object) -> int | None:
+    """``value`` when it is a count of tokens (an int, not a bool, not negative)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _parse_usage(usage: object) -> Usage:
     if not isinstance(usage, dict):
         return Usage()
+    return Usage(
+        prompt_tokens=_count(usage.get("prompt_tokens")) or 0,
+        completion_tokens=_count(usage.get("completion_tokens")) or 0,
+    )
 
-    def count(key: str) -> int:
-        v = usage.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
-    return Usage(prompt_tokens=count("prompt_tokens"), completion_tokens=count("completion_tokens"))
+def _cached_prompt_tokens(data: dict[str, Any]) -> int | None:
+    """The prompt tokens the server took from its prefix cache: OpenAI's and vLLM's
+    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n``;
+    None when the reply says neither."""
+    usage = data.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    if isinstance(details, dict) and (n := _count(details.get("cached_tokens"))) is not None:
+        return n
+    timings = data.get("timings")
+    return _count(timings.get("cache_n")) if isinstance(timings, dict) else None
+
+
+_GRAMMAR_FIELDS = ("grammar", "ebnf", "structured_outputs", "guided_grammar")
+
+
+def _refusal(resp: httpx.Response, body: dict[str, Any]) -> str | None:
+    """What a 400 refused, when the reply says: "grammar", "json_schema", "context" (a
+    llama.cpp ``exceed_context_size_error``), else None."""
+    msg = server_message(resp).lower()
+    if any(k in body for k in _GRAMMAR_FIELDS) and ("grammar" in msg or "ebnf" in msg):
+        return "grammar"
+    if "response_format" in body and ("schema" in msg or "response_format" in msg):
+        return "json_schema"
+    try:
+        data = resp.json()
+    except ValueError:
+        return None
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict) and err.get("type") == "exceed_context_size_error":
+        return "context"
+    return None

@@ -66,6 +66,15 @@
 
   function isCorrect(score) { return typeof score === "number" && score >= 1 - 1e-9; }  // as the store: right = score 1
 
+  /** Whether a sample has a ground truth to be scored against: one from `hammr ask` has
+   * none, and its stored score (0) means nothing. */
+  function hasTruth(rec) {
+    var a = rec ? rec.answers : null;
+    if (Array.isArray(a)) return a.some(function (x) { return x !== null && x !== undefined && String(x) !== ""; });
+    return a !== null && a !== undefined && String(a) !== "";
+  }
+  var NO_TRUTH = "no ground truth";
+
   function traceErrorKinds(trace, out) {
     out = out || [];
     if (!trace) return out;
@@ -228,7 +237,8 @@
   }
   function truncate(t, n) { t = t == null ? "" : String(t); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
 
-  function scoreBadge(score) {
+  function scoreBadge(score, truth) {
+    if (truth === false) return h("span", { class: "badge muted no-truth", title: "nothing to score the prediction against" }, NO_TRUTH);
     if (typeof score !== "number") return h("span", { class: "badge muted" }, "–");
     return h("span", { class: "badge score " + (isCorrect(score) ? "right" : "wrong") }, num(score));
   }
@@ -310,6 +320,7 @@
       if (!runs.length) return h("p", { class: "muted" }, "No runs in the store yet. Start one with `hammr eval`.");
       var cols = [], seen = {};
       runs.forEach(function (run) {
+        if (run.ground_truth === false) return;  // its groups were never scored
         (run.rows || []).forEach(function (row) {
           var k = row.question_type + "\u0000" + row.dataset;
           if (!seen[k]) { seen[k] = 1; cols.push({ key: k, qt: row.question_type, ds: row.dataset }); }
@@ -340,8 +351,10 @@
           h("td", {}, run.system || ""), h("td", {}, run.suite || ""),
           h("td", { class: "num" }, run.done === undefined ? "" : run.done),
           h("td", { class: "num" + (run.failed ? " bad" : "") }, run.failed === undefined ? "" : run.failed),
-          cols.map(function (c) { return cell(byKey[c.key]); }),
-          (function () { var td = cell(run.macro); td.classList.add("macro"); return td; })(),
+          cols.map(function (c) { return run.ground_truth === false ? h("td", { class: "num muted" }, "–") : cell(byKey[c.key]); }),
+          run.ground_truth === false
+            ? h("td", { class: "num macro muted no-truth", title: "its samples have no ground truth: nothing was scored" }, NO_TRUTH)
+            : (function () { var td = cell(run.macro); td.classList.add("macro"); return td; })(),
           h("td", { class: "muted small" }, run.created ? String(run.created).replace("T", " ").slice(0, 19) : ""));
       });
       var btn = h("button", { id: "compare-btn", type: "button" }, "Compare A vs B");
@@ -435,8 +448,8 @@
           h("td", { class: "small" }, it.dataset, h("div", { class: "muted" }, it.question_type)),
           h("td", { class: "question", title: it.question }, truncate(it.question, 110)),
           h("td", { class: "pred" }, truncate(it.prediction == null ? "" : it.prediction, 40)),
-          h("td", { class: "gt", title: answersText(it.answers) }, truncate(answersText(it.answers), 40)),
-          h("td", { class: "num" }, scoreBadge(it.score)),
+          h("td", { class: "gt", title: answersText(it.answers) }, hasTruth(it) ? truncate(answersText(it.answers), 40) : h("span", { class: "muted" }, "—")),
+          h("td", { class: "num" }, scoreBadge(it.score, hasTruth(it))),
           h("td", { class: "small mono" }, it.agent || "",
             it.retrieved ? h("div", {}, h("span", { class: "badge memory", title: "items retrieved from memory over the run" }, "memory " + it.retrieved)) : null),
           h("td", { class: "small" }, (it.error_kinds || []).map(function (k) { return h("span", { class: "badge err" }, k); }),
@@ -456,7 +469,8 @@
       var stats = h("div", { class: "run-stats" },
         info.system ? h("span", {}, "system ", h("b", {}, info.system)) : null,
         info.suite ? h("span", {}, "suite ", h("b", {}, info.suite)) : null,
-        info.macro ? h("span", {}, "macro ", h("b", {}, pct(info.macro.mean) + "%")) : null,
+        info.ground_truth === false ? h("span", { class: "no-truth" }, NO_TRUTH)
+          : info.macro ? h("span", {}, "macro ", h("b", {}, pct(info.macro.mean) + "%")) : null,
         info.done !== undefined ? h("span", {}, "done ", h("b", {}, info.done)) : null,
         info.failed ? h("span", { class: "bad" }, "failed ", h("b", {}, info.failed)) : null);
       return [
@@ -485,9 +499,21 @@
     }
   }
 
-  /** Everything a sample's images need: the root image and every box and crop region. */
+  /** A point value: [x, y], two finite numbers (a tuple in the trace's JSON). */
+  function isPoint(v) {
+    return Array.isArray(v) && v.length === 2 && v.every(function (x) { return typeof x === "number" && isFinite(x); });
+  }
+
+  function pointText(p) {
+    function n(x) { return String(Math.round(x * 100) / 100); }
+    return "(" + n(p[0]) + ", " + n(p[1]) + ")";
+  }
+
+  /** Everything a sample's images need: the root image, every box and crop region, and the
+   * question's point (the `point` input, in the root image's pixels). */
   function collectGeometry(trace) {
-    var geo = { root: null, boxes: [], regions: [] }, seenBox = {}, seenReg = {};
+    var geo = { root: null, boxes: [], regions: [], point: null }, seenBox = {}, seenReg = {};
+    if (trace && trace.inputs && isPoint(trace.inputs.point)) geo.point = trace.inputs.point;
     function visitValue(v) {
       walkValues(v, function (x) {
         if (isImage(x)) {
@@ -548,6 +574,7 @@
       }
       svg.appendChild(g);
     });
+    if (opts.point && isPoint(opts.point)) svg.appendChild(pointMarker(opts.point, w, hgt, opts.small));
     var src = imageURL(img.$image);
     var wrap = h("div", { class: "imgwrap", style: "width:" + dispW + "px" },
       src ? h("img", { src: src, alt: opts.alt || "image", width: dispW, loading: "lazy", class: w < 120 ? "pixelated" : null })
@@ -555,6 +582,30 @@
       svg);
     return h("figure", { class: "figure" + (opts.small ? " small" : "") }, wrap,
       opts.caption ? h("figcaption", {}, opts.caption) : null);
+  }
+
+  /** The question's point: a ring with a dot and four ticks, in the image's pixel space (its
+   * strokes keep their width whatever the image's display size). */
+  function pointMarker(p, w, hgt, small) {
+    var r = Math.max(3, Math.max(w, hgt) * (small ? 0.05 : 0.035)), x = p[0], y = p[1];
+    var g = s("g", { class: "point-marker", "data-x": x, "data-y": y },
+      s("title", { text: "the question's point " + pointText(p) }),
+      s("circle", { class: "point-ring", cx: x, cy: y, r: r }),
+      s("circle", { class: "point-ring inner", cx: x, cy: y, r: r }),
+      s("circle", { class: "point-dot", cx: x, cy: y, r: Math.max(1, r * 0.22) }));
+    [[-1, 0], [1, 0], [0, -1], [0, 1]].forEach(function (d) {
+      g.appendChild(s("line", { class: "point-tick", x1: x + d[0] * r * 1.25, y1: y + d[1] * r * 1.25,
+        x2: x + d[0] * r * 2, y2: y + d[1] * r * 2 }));
+    });
+    return g;
+  }
+
+  /** The point in a crop's own pixels, when it falls inside the crop's region. */
+  function pointInCrop(p, img) {
+    var r = img.region;
+    if (!p || !Array.isArray(r) || !img.size) return null;
+    if (p[0] < r[0] || p[0] > r[0] + r[2] || p[1] < r[1] || p[1] > r[1] + r[3]) return null;
+    return [(p[0] - r[0]) * img.size[0] / r[2], (p[1] - r[1]) * img.size[1] / r[3]];
   }
 
   function rootShapes(geo, boxes, withRegions) {
@@ -581,11 +632,11 @@
         var x = b.$box;
         return { xywh: [(x[0] - r[0]) * sx, (x[1] - r[1]) * sy, x[2] * sx, x[3] * sy], label: boxLabel(b) };
       });
-      var parts = [overlayFigure(img, inside, { caption: (caption ? caption + " · " : "") + "crop " + size +
+      var parts = [overlayFigure(img, inside, { point: pointInCrop(geo.point, img), caption: (caption ? caption + " · " : "") + "crop " + size +
         " of region [" + r.map(function (v) { return Math.round(v); }).join(", ") + "]" })];
       if (geo.root) {
         parts.push(overlayFigure(geo.root, [{ xywh: r, label: "crop", region: true }],
-          { small: true, width: 150, caption: "its place in the original" }));
+          { small: true, width: 150, point: geo.point, caption: "its place in the original" }));
       }
       return h("div", { class: "figrow" }, parts);
     }
@@ -594,8 +645,9 @@
       var first = !geo.shownRoot;
       geo.shownRoot = true;
       return overlayFigure(img, rootShapes(geo, null, true), {
-        small: !first, width: first ? null : 140,
+        small: !first, width: first ? null : 140, point: geo.point,
         caption: first ? (caption ? caption + " · " : "") + size +
+          (geo.point ? " · point " + pointText(geo.point) + " marked" : "") +
           (geo.boxes.length ? " · " + geo.boxes.length + " box(es) found in the trace" : "") +
           (geo.regions.length ? " · " + geo.regions.length + " crop(s)" : "") : "the original " + size,
       });
@@ -610,7 +662,7 @@
     }));
     if (!geo.root) return list;
     return h("div", { class: "figrow" },
-      overlayFigure(geo.root, rootShapes(geo, boxes, false), { width: 220, caption: boxes.length + " box(es) on the original" }),
+      overlayFigure(geo.root, rootShapes(geo, boxes, false), { width: 220, point: geo.point, caption: boxes.length + " box(es) on the original" }),
       list);
   }
 
@@ -1523,15 +1575,52 @@
     return block;
   }
 
+  /** A multiple-choice question's options (from the API: `options`, `chosen_option`,
+   * `correct_option`), the chosen and the correct one marked; null for an open question. */
+  function renderOptions(rec, truth) {
+    var opts = Array.isArray(rec.options) ? rec.options.filter(isObj) : [];
+    if (!opts.length) return null;
+    var chosen = rec.chosen_option == null ? null : String(rec.chosen_option);
+    var correct = truth && rec.correct_option != null ? String(rec.correct_option) : null;
+    var items = opts.map(function (o) {
+      var letter = String(o.letter), isChosen = letter === chosen, isRight = letter === correct;
+      var cls = "option" + (isChosen ? " chosen" : "") + (isRight ? " correct" : "") +
+        (isChosen && correct !== null && !isRight ? " wrong" : "");
+      return h("li", { class: cls, "data-letter": letter },
+        h("span", { class: "opt-letter" }, letter + "."),
+        h("span", { class: "opt-text" }, o.text == null ? "" : String(o.text)),
+        isChosen ? h("span", { class: "opt-mark mark-chosen", title: "the option the prediction chooses" }, "chosen") : null,
+        isRight ? h("span", { class: "opt-mark mark-correct", title: "the correct option" }, "correct") : null);
+    });
+    var note = null;
+    if (chosen === null) {
+      note = rec.prediction == null ? "no prediction" : "the prediction names no option";
+    } else if (truth && correct === null) {
+      note = "the correct option is not known";
+    }
+    return h("div", { class: "options-box" },
+      h("ol", { class: "options", id: "options" }, items),
+      note ? h("div", { class: "muted small", id: "options-note" }, note) : null);
+  }
+
+  /** " · the option's text" after a letter that names one of the options, else null. */
+  function optionTextOf(rec, letter) {
+    var opts = Array.isArray(rec.options) ? rec.options.filter(isObj) : [];
+    var o = opts.filter(function (x) { return letter != null && String(x.letter) === String(letter); })[0];
+    return o && o.text != null ? h("span", { class: "opt-of muted" }, " · " + String(o.text)) : null;
+  }
+
   function viewSample(run, dataset, id) {
     setCrumbs([{ text: "Runs", href: "#/" }, { text: run, href: "#/run/" + enc(run) }, { text: dataset + " / " + id }]);
     return api.sample(run, dataset, id).then(function (rec) {
       var trace = rec.trace || null;
       var geo = collectGeometry(trace);
+      var truth = hasTruth(rec);
       var right = isCorrect(rec.score);
-      var verdict = typeof rec.score === "number"
-        ? h("span", { class: "verdict " + (right ? "right" : "wrong") }, right ? "✓ right" : "✗ wrong")
-        : h("span", { class: "verdict muted" }, "not scored");
+      var verdict = !truth ? h("span", { class: "verdict muted no-truth" }, "not scored: " + NO_TRUTH)
+        : typeof rec.score === "number"
+          ? h("span", { class: "verdict " + (right ? "right" : "wrong") }, right ? "✓ right" : "✗ wrong")
+          : h("span", { class: "verdict muted" }, "not scored");
       var answers = Array.isArray(rec.answers) ? rec.answers : (rec.answers == null ? [] : [rec.answers]);
       var meta = h("div", { class: "meta" },
         h("span", {}, "type ", h("b", {}, rec.question_type || "–")),
@@ -1542,12 +1631,16 @@
         trace && trace.model ? h("span", {}, "model ", h("b", {}, trace.model)) : null);
       var card = h("section", { class: "card sample-head" },
         h("div", { class: "question" }, rec.question || ""),
+        renderOptions(rec, truth),
         h("div", { class: "answers" },
-          h("div", { class: "ans pred " + (right ? "right" : "wrong"), id: "prediction" },
+          h("div", { class: "ans pred" + (!truth ? " unscored" : right ? " right" : " wrong"), id: "prediction" },
             h("div", { class: "label" }, "Prediction"), h("div", { class: "value" }, rec.prediction == null ? "—" : String(rec.prediction)), verdict),
-          h("div", { class: "ans gt", id: "ground-truth" },
-            h("div", { class: "label" }, "Ground truth"), h("div", { class: "value" }, answersText(answers) || "—")),
-          h("div", { class: "ans score" }, h("div", { class: "label" }, "Score"), h("div", { class: "value" }, scoreBadge(rec.score)))),
+          h("div", { class: "ans gt" + (truth ? "" : " none"), id: "ground-truth" },
+            h("div", { class: "label" }, "Ground truth"),
+            truth ? h("div", { class: "value" }, answersText(answers) || "—",
+              answersText(answers).replace(/[\s().]/g, "").toUpperCase() === String(rec.correct_option) ? optionTextOf(rec, rec.correct_option) : null)
+              : h("div", { class: "value muted no-truth" }, NO_TRUTH)),
+          truth ? h("div", { class: "ans score" }, h("div", { class: "label" }, "Score"), h("div", { class: "value" }, scoreBadge(rec.score))) : null),
         rec.judge ? h("div", { class: "row judge", id: "judge" }, h("span", { class: "tag" }, "Judge"),
           h("span", { class: "judge-value" }, typeof rec.judge === "string" ? rec.judge : JSON.stringify(rec.judge))) : null,
         rec.error ? h("div", { class: "row error" }, h("span", { class: "tag" }, "Error"), h("div", { class: "txt" }, rec.error)) : null,
@@ -1555,7 +1648,11 @@
       var inputs = trace && trace.inputs ? trace.inputs : {};
       var inputsEl = Object.keys(inputs).length ? h("section", { class: "card inputs" }, h("h2", {}, "Inputs"),
         h("div", { class: "vals" }, Object.keys(inputs).map(function (k) {
-          return h("div", { class: "val-block" }, h("div", { class: "var mono" }, k), renderValue(inputs[k], geo, k));
+          var shown = k === "point" && geo.point && isPoint(inputs[k])
+            ? h("span", { class: "point-val" }, h("span", { class: "point-swatch", "aria-hidden": "true" }),
+              h("span", { class: "mono val" }, pointText(inputs[k])), geo.root ? h("span", { class: "muted small" }, " marked on the image") : null)
+            : renderValue(inputs[k], geo, k);
+          return h("div", { class: "val-block" }, h("div", { class: "var mono" }, k), shown);
         }))) : null;
       var memCounts = retrievedCounts(trace);
       var memText = countsText(memCounts);
@@ -1587,8 +1684,9 @@
       function side(run, x, it) {
         if (!x) return h("td", { class: "muted" }, "not in this run");
         var href = "#/run/" + enc(run) + "/sample/" + enc(it.dataset) + "/" + enc(it.sample_id);
-        return h("td", { class: "side " + (isCorrect(x.score) ? "right" : "wrong") },
-          h("a", { href: href }, x.prediction == null ? "—" : truncate(x.prediction, 50)), " ", scoreBadge(x.score),
+        var truth = hasTruth(it);
+        return h("td", { class: "side" + (!truth ? "" : isCorrect(x.score) ? " right" : " wrong") },
+          h("a", { href: href }, x.prediction == null ? "—" : truncate(x.prediction, 50)), " ", scoreBadge(x.score, truth),
           x.status && x.status !== "finished" && x.status !== "ok" ? h("span", { class: "badge warn" }, x.status) : null);
       }
       var rows = (page.items || []).map(function (it) {
