@@ -23,16 +23,19 @@ AVIS planner at one query, AVIS's reasoner... A child agent (HAMMR's dispatcher 
 a specialist) is a conversation of its own, so its first call is a *first* call. For every
 *later* call the share is ``cached_prompt_tokens / prompt_tokens``; per system the table
 gives its minimum and median. Target: at least 90% on every later call of every system that
-loops. Beside the server's figure, each later call is compared with the conversation's
-previous call as text: whether its prompt *extends* the previous one (the earlier prompt is
+loops. Per conversation, a second table tells new content from a broken prefix: the share
+of the *previous* call's prompt the server reused (near 100% when only new turns were
+added), whether each later prompt *extends* the previous one as text (the earlier prompt is
 a prefix of it) and, where not, where the two first differ, which names what broke the
 prefix (a prompt rebuilt per step, a reordered message, an earlier turn edited).
 
 muse, reflexion and expel read a memory file: it is made first with the commands a user
 would run (a 2-question exploration by ``react`` on the ``muse-demo`` suite, then ``hammr
-memory build / reflect / insights``), on the same server; a step that fails skips its system
-with the reason. The model is tiny and slow on a loaded CPU, so the default run is small
-(one question per system, 4 steps per agent): expect 20-40 minutes on 2 busy cores.
+memory build / reflect / insights``; ExpeL's with ``--correct-at 0``, as it learns from
+successes and the tiny model has none), on the same server; a step that fails skips its
+system with the reason. The model is tiny and slow on a loaded CPU, so the default run is
+small (one question per system, 4 steps per agent): about 16 minutes on 2 busy cores, half
+of it making the memories (``--no-memory``: about 9).
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ CONVERSATION_COLUMNS = [
     "later calls",
     "from cache: min",
     "from cache: median",
+    "previous prompt reused: min",
     "extends the previous prompt",
     "where a later prompt first differs",
 ]
@@ -131,6 +135,10 @@ class LaterCall:
     """The fraction of this prompt's text that repeats the previous prompt from its start."""
     differs: str
     """Where this prompt first differs from the previous one ('' when it extends it)."""
+    reused: float | None = None
+    """``cached_tokens`` over the previous call's ``prompt_tokens`` (at most 1): near 1 when
+    the server kept all of the previous prompt, so a lower :attr:`share` is new content (an
+    observation, a repair's errors), not a broken prefix."""
 
 
 def _text_of(content: Any) -> str:
@@ -241,16 +249,18 @@ def later_calls(calls: Iterable[Call]) -> list[LaterCall]:
         last[key] = c
         if previous is None:
             continue
-        share = (
-            c.cached_tokens / c.prompt_tokens
-            if c.cached_tokens is not None and c.prompt_tokens > 0
+        cached = c.cached_tokens
+        share = cached / c.prompt_tokens if cached is not None and c.prompt_tokens > 0 else None
+        reused = (
+            min(1.0, c.cached_tokens / previous.prompt_tokens)
+            if c.cached_tokens is not None and previous.prompt_tokens > 0
             else None
         )
         if previous.prompt is None or c.prompt is None:
-            out.append(LaterCall(c, share, None, None, ""))
+            out.append(LaterCall(c, share, None, None, "", reused))
             continue
         extends, kept, differs = difference(previous.prompt, c.prompt)
-        out.append(LaterCall(c, share, extends, kept, differs))
+        out.append(LaterCall(c, share, extends, kept, differs, reused))
     return out
 
 
@@ -326,8 +336,8 @@ def _trace_figures(calls: Sequence[Call]) -> dict[str, Any]:
 
 def system_row(figures: Mapping[str, Any]) -> tuple[str, ...]:
     """A row of :data:`COLUMNS`."""
-    if figures["skipped"]:
-        return (figures["system"], f"skipped: {figures['skipped']}", *("",) * (len(COLUMNS) - 2))
+    if figures["skipped"]:  # why is said under the table
+        return (figures["system"], "0", "skipped", *("–",) * (len(COLUMNS) - 3))
     met = figures["target_met"]
     return (
         figures["system"],
@@ -363,6 +373,7 @@ def conversation_figures(calls: Sequence[Call]) -> list[dict[str, Any]]:
         shares = [lc.share for lc in mine if lc.share is not None]
         breaks = [lc for lc in mine if lc.extends is False]
         kept = [lc.kept for lc in mine if lc.kept is not None]
+        reused = [lc.reused for lc in mine if lc.reused is not None]
         out.append(
             {
                 **g,
@@ -371,6 +382,7 @@ def conversation_figures(calls: Sequence[Call]) -> list[dict[str, Any]]:
                 "share_median": statistics.median(shares) if shares else None,
                 "extending": _count_extending(mine),
                 "kept_min": min(kept) if kept else None,
+                "reused_min": min(reused) if reused else None,
                 "first_difference": breaks[0].differs if breaks else "",
             }
         )
@@ -392,6 +404,7 @@ def conversation_row(g: Mapping[str, Any]) -> tuple[str, ...]:
         str(later),
         _pct(g["share_min"]),
         _pct(g["share_median"]),
+        _pct(g["reused_min"]),
         "–" if not later or extending is None else f"{extending}/{later}",
         _cell(g["first_difference"] or "", 120),
     )
@@ -432,13 +445,23 @@ def markdown(
         "from cache: cached_prompt_tokens / prompt_tokens of every call after the first of "
         "its conversation (llama.cpp's timings.cache_n; one server slot); target: at least "
         f"{100 * TARGET:.0f}% for every system that loops",
-        "evaluated: the prompt tokens the server computed (not taken from its cache)",
+        "evaluated: the prompt tokens the server computed (not taken from its cache); a first "
+        "call may find its system prompt cached by an earlier system's run (llama.cpp keeps "
+        "prompts in host memory), so this column depends on the order systems ran in",
     ]
-    problems = [f"{f['system']}: {p}" for f in figures for p in f["problems"] if not f["skipped"]]
+    problems = [
+        f"{f['system']}: skipped: {f['skipped']}"
+        if f["skipped"]
+        else "; ".join(f"{f['system']}: {_cell(p, 240)}" for p in f["problems"])
+        for f in figures
+        if f["skipped"] or f["problems"]
+    ]
     systems = table(COLUMNS, [system_row(f) for f in figures], [*notes, *problems])
     loops = [g for g in conversations if g["later_calls"]]
+    if not loops:
+        return systems
     per_conversation = table(
-        CONVERSATION_COLUMNS, [conversation_row(g) for g in loops], left=(0, 1, 7)
+        CONVERSATION_COLUMNS, [conversation_row(g) for g in loops], left=(0, 1, 8)
     )
     return f"{systems}\n{per_conversation}"
 
@@ -450,7 +473,8 @@ def trace_calls(system: str, question: int, trace: Trace) -> list[Call]:
     """The model calls a trace records, in the order they were made, as :class:`Call` s
     (without prompts): one per step that made exactly one call, with the step's usage; each
     agent's run (the trace, and every child trace) is a conversation of its own. A step that
-    made several calls (AVIS: planner and reasoner) sums their usage, so it is left out."""
+    made several calls (AVIS: planner and reasoner) sums their usage, so it is left out, as is
+    one whose call got no reply (no prompt tokens) or was replayed from hammr's cache."""
     out: list[Call] = []
 
     def walk(t: Trace, path: str) -> None:
@@ -458,7 +482,7 @@ def trace_calls(system: str, question: int, trace: Trace) -> list[Call]:
             calls = step.calls
             if calls is None:
                 calls = int(step.router is None and step.line is None)
-            if calls == 1 and not step.cached:
+            if calls == 1 and not step.cached and step.usage.prompt_tokens > 0:
                 u = step.usage
                 out.append(
                     Call(system, question, path, None, u.prompt_tokens, u.cached_prompt_tokens)
@@ -626,7 +650,9 @@ def make_memories(folder: Path, config: Path, log: Any) -> dict[str, Path | str]
         ),
         (
             "expel",
-            f"memory insights explore -o {q(folder / 'expel.db')} --attempts 1",
+            # every sample counts as a success: ExpeL learns from successes, which a 135M model
+            # seldom has; what its memory says does not matter here, only that prompts carry it
+            f"memory insights explore -o {q(folder / 'expel.db')} --attempts 1 --correct-at 0",
             folder / "expel.db",
         ),
     ]
@@ -641,8 +667,10 @@ def make_memories(folder: Path, config: Path, log: Any) -> dict[str, Path | str]
         )
         log(f"    exit {done.returncode} after {time.perf_counter() - t0:.0f} s")
         if done.returncode != 0:
-            lines = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-            why = f"`hammr {args[0]} {args[1]}` failed: {lines[-1] if lines else done.returncode}"
+            lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+            errors = [ln for ln in lines if "error" in ln.lower()]
+            said = (errors or lines or [f"exit status {done.returncode}"])[-1]
+            why = f"`hammr {args[0]} {args[1]}` failed: {said}"
             if system is None:
                 return dict.fromkeys(MEMORY_SYSTEMS, why)
             out[system] = why
@@ -759,6 +787,7 @@ def measure(
                 **{k: v for k, v in asdict(c).items() if k != "prompt"},
                 "later": id(c) in later,
                 "share": later[id(c)].share if id(c) in later else None,
+                "reused": later[id(c)].reused if id(c) in later else None,
                 "extends": later[id(c)].extends if id(c) in later else None,
                 "differs": later[id(c)].differs if id(c) in later else None,
             }

@@ -21,6 +21,8 @@ import pytest
 from hammr.backends.llm.local_server import LocalLlamaServer
 from hammr.backends.llm.openai_compat import OpenAICompatLLM
 from hammr.backends.pool import ReplicaPool
+from hammr.tools.base import tool
+from hammr.values import Image
 
 MODEL = "smollm2"
 """The name the servers report for their model (their alias)."""
@@ -28,6 +30,26 @@ STARTUP_S = 120.0
 """How long a server may take to answer /v1/models (a loaded 2-core machine is slow)."""
 CLIENT_TIMEOUT_S = 300.0
 """A request's time limit: grammar-constrained requests on a busy CPU can take minutes."""
+
+
+# -- a tool and worked example a tiny model copies (agent tests on a real server) --
+
+
+@tool
+def ImageSize(image: Image) -> str:
+    """The image's width and height in pixels, as WIDTHxHEIGHT."""
+    return f"{image.width}x{image.height}"
+
+
+SIZE_EXAMPLE = """\
+Question: How wide is the image?
+Variables:
+- image: image 640x480
+[Thought]: I measure the image.
+[Act]: size = ImageSize(image)
+[Observe]: 640x480 (stored in 'size')
+[Thought]: The image is 640 pixels wide.
+[Finish]: 640"""
 
 
 def _skip_reason() -> str | None:

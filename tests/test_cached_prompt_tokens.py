@@ -14,10 +14,10 @@ from conftest import needs_embedded_model
 from hammr.agent import ReActAgent
 from hammr.backends.llm.base import LLMRequest, LLMResponse, Message, Usage
 from hammr.backends.llm.local_server import LocalLlamaServer
-from hammr.tools.base import ToolContext, tool
+from hammr.tools.base import ToolContext
 from hammr.trace import Step, StepUsage, Trace, TraceFormatError
 from hammr.values import Image
-from real_server import real_client
+from real_server import SIZE_EXAMPLE, ImageSize, real_client
 
 
 def test_step_usage_of_a_reply() -> None:
@@ -60,23 +60,6 @@ async def test_the_embedded_model_reports_cached_prompt_tokens() -> None:
     assert second.cached_prompt_tokens < second.usage.prompt_tokens
 
 
-@tool
-def ImageSize(image: Image) -> str:
-    """The image's width and height in pixels, as WIDTHxHEIGHT."""
-    return f"{image.width}x{image.height}"
-
-
-EXAMPLE = """\
-Question: How wide is the image?
-Variables:
-- image: image 640x480
-[Thought]: I measure the image.
-[Act]: size = ImageSize(image)
-[Observe]: 640x480 (stored in 'size')
-[Thought]: The image is 640 pixels wide.
-[Finish]: 640"""
-
-
 async def test_an_agents_later_steps_come_from_the_servers_cache(
     real_llm_server: LocalLlamaServer,
 ) -> None:
@@ -85,7 +68,7 @@ async def test_an_agents_later_steps_come_from_the_servers_cache(
         description="Answers questions about an image's size.",
         instructions="Answer questions about the image's size (cache check): measure, finish.",
         tools=[ImageSize],
-        examples=[EXAMPLE],
+        examples=[SIZE_EXAMPLE],
         max_steps=3,
     )
     llm = real_client(real_llm_server.base_url, server="llamacpp")

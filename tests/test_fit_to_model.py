@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from conftest import EXAMPLES, needs_embedded_model, needs_tesseract
 from hammr.agent import ReActAgent
 from hammr.backends.llm.base import LLMRequest, LLMResponse, Message
+from hammr.backends.llm.local_server import LocalLlamaServer
 from hammr.backends.llm.scripted import ScriptedLLM
 from hammr.cli import main
 from hammr.config import load_config
@@ -27,6 +28,7 @@ from hammr.programs.system import modules_with_backends, program_modules
 from hammr.systems import build_system
 from hammr.tools.library import builtin_tools
 from hammr.values import Image
+from real_server import real_client
 
 # -- the longest sentence of a grammar --------------------------------------------------------
 
@@ -293,3 +295,32 @@ def test_react_acts_on_the_embedded_model(tmp_path: Path) -> None:
     steps = json.loads(trace.read_text())["steps"]
     assert any(s.get("tool") for s in steps), [s.get("raw") for s in steps]
     assert not any("cut at max_tokens" in (s.get("error") or "") for s in steps)
+
+
+async def test_scripted_cot_asks_for_a_letter_only_when_there_are_options() -> None:
+    from hammr.muse.system import COT_CHOICE_RULE, CoTSystem
+
+    llm = ScriptedLLM(["Answer: 4", "Answer: B"])
+    cot = CoTSystem(llm)
+    await cot.run("How many coins?", {})
+    await cot.run("What colour?\nOptions:\nA. red\nB. blue", {})
+    free, choice = (r.messages[0].text() for r in llm.requests)
+    assert COT_CHOICE_RULE not in free
+    assert COT_CHOICE_RULE in choice
+
+
+async def test_a_real_llamacpp_server_tells_its_context_and_counts_tokens(
+    real_llm_server: LocalLlamaServer,
+) -> None:
+    """A served naive agent is fitted like the embedded one: llama.cpp's /props gives the
+    slot's context and /tokenize the prompt's tokens."""
+    llm = real_client(real_llm_server.base_url, server="llamacpp")
+    assert await llm.context_window() == real_llm_server.per_slot_ctx
+    assert (await llm.count_tokens("Hello there, how are you?") or 0) > 3
+    examples = [f"Question: q{i}?\n[Thought]: " + "think it over " * 60 for i in range(20)]
+    agent = ReActAgent("A", "answers", "Answer.", [], examples=examples, max_steps=2)
+    fitted = await agent.fitted_prompt(llm)
+    assert 0 < fitted.kept < len(examples)
+    assert fitted.tokens + agent.run_reserve() <= real_llm_server.per_slot_ctx
+    assert fitted.tokens == await llm.count_tokens(fitted.text)
+    assert await real_client(real_llm_server.base_url, server="openai").context_window() is None

@@ -80,7 +80,7 @@ async def test_image_part_arrives_intact(server: FakeServer) -> None:
     pixels = rng.integers(0, 256, size=(5, 7, 3), dtype=np.uint8)
     image = Image(PILImage.fromarray(pixels, "RGB"))
     msg = Message("user", ("What is this?", ImagePart(image), "Answer briefly."))
-    await fast(server).complete(LLMRequest(messages=(msg,)))
+    await fast(server, vision=True).complete(LLMRequest(messages=(msg,)))
     parts = server.seen[0].body["messages"][0]["content"]
     assert parts[0] == {"type": "text", "text": "What is this?"}
     assert parts[2] == {"type": "text", "text": "Answer briefly."}
@@ -418,3 +418,12 @@ async def test_a_reply_cut_mid_way_names_the_server_and_fails_over_with_scripted
         )
     finally:
         cutter.close()
+
+
+async def test_a_model_that_does_not_see_gets_the_image_placeholder(server: FakeServer) -> None:
+    """A text-only server refuses image parts (llama.cpp: HTTP 500 'image input is not
+    supported'): with vision off the client sends the text with <image> in its place."""
+    image = Image(PILImage.new("RGB", (4, 4)))
+    msg = Message("user", ("What is this?", ImagePart(image), "Answer briefly."))
+    await fast(server).complete(LLMRequest(messages=(msg,)))
+    assert server.seen[0].body["messages"][0]["content"] == "What is this?<image>Answer briefly."

@@ -31,9 +31,9 @@ from hammr.eval.store import RunStore
 from hammr.eval.suites import SuiteEntry
 from hammr.eval.types import Sample
 from hammr.factory import build_backends, build_llm
-from hammr.tools.base import ToolContext, tool
+from hammr.tools.base import ToolContext
 from hammr.values import Image
-from real_server import real_client
+from real_server import SIZE_EXAMPLE, ImageSize, real_client
 from test_eval_cli import make_data
 
 
@@ -458,23 +458,6 @@ def test_evaluation_keeps_eight_questions_per_replica_in_flight() -> None:
 
 
 # -- two real llama.cpp replicas, one killed mid-request -------------------------------------
-
-
-@tool
-def ImageSize(image: Image) -> str:
-    """The image's width and height in pixels, as WIDTHxHEIGHT."""
-    return f"{image.width}x{image.height}"
-
-
-SIZE_EXAMPLE = """\
-Question: How wide is the image?
-Variables:
-- image: image 640x480
-[Thought]: I measure the image.
-[Act]: size = ImageSize(image)
-[Observe]: 640x480 (stored in 'size')
-[Thought]: The image is 640 pixels wide.
-[Finish]: 640"""
 
 
 async def test_an_eval_over_two_real_replicas_loses_nothing_when_one_is_killed_mid_request(

@@ -4,6 +4,7 @@ server exchanges and a synthetic trace: no server needed."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -96,6 +97,8 @@ def test_calls_conversations_and_later_steps(pr: ModuleType) -> None:
         (parent, 1188),
     ]
     assert [round(lc.share, 4) for lc in later] == [round(840 / 850, 4), 0.95, 0.99]
+    # all of the previous prompt was kept (the reply's tokens too: counted as 100%)
+    assert [lc.reused for lc in later] == [1.0, 1.0, 1.0]
     assert all(lc.extends for lc in later) and all(lc.differs == "" for lc in later)
     # a reply that is not a completion is no call
     assert pr.call_of("hammr", 0, chat(("user", "x")), {"data": []}) is None
@@ -142,7 +145,7 @@ def test_system_figures_and_rows(pr: ModuleType) -> None:
     assert pr.system_row(single)[6:] == ("0", "–", "–", "–")
     skipped = pr.system_figures(pr.SystemRun("muse", skipped="no memory file (x)"), calls)
     row = pr.system_row(skipped)
-    assert row[:2] == ("muse", "skipped: no memory file (x)") and len(row) == len(pr.COLUMNS)
+    assert row[:3] == ("muse", "0", "skipped") and len(row) == len(pr.COLUMNS)
 
 
 def test_conversation_table_and_markdown(pr: ModuleType) -> None:
@@ -152,6 +155,7 @@ def test_conversation_table_and_markdown(pr: ModuleType) -> None:
     planner = next(g for k, g in groups.items() if k.startswith("Your goal"))
     assert (planner["calls"], planner["later_calls"], planner["extending"]) == (3, 2, 1)
     assert planner["first_difference"].startswith("message 1 (user)")
+    assert planner["reused_min"] == pytest.approx(29 / 600)
     figures = [
         pr.system_figures(pr.SystemRun("hammr", 1, 1), calls),
         pr.system_figures(pr.SystemRun("avis", 1, 0, problems=["q1: no answer (error: x)"]), calls),
@@ -162,7 +166,8 @@ def test_conversation_table_and_markdown(pr: ModuleType) -> None:
     assert lines[0].startswith("| system ") and "from cache: min" in lines[0]
     assert lines[1].startswith("|:-") and lines[1].endswith(":|")
     assert any(ln.startswith("| hammr ") and "95.0%" in ln and "yes" in ln for ln in lines)
-    assert any(ln.startswith("| muse ") and "skipped: no memory file" in ln for ln in lines)
+    assert any(ln.startswith("| muse ") and "skipped" in ln for ln in lines)
+    assert "- muse: skipped: no memory file" in lines
     assert "- avis: q1: no answer (error: x)" in lines
     # the conversation table: text columns left-aligned, one row per conversation that loops
     conv = lines[lines.index(next(ln for ln in lines if "conversation (its" in ln)) :]
@@ -183,6 +188,7 @@ def test_the_same_figures_from_a_trace(pr: ModuleType) -> None:
         Step(index=2, usage=StepUsage(1100, 9, 1045)),
         Step(index=3, usage=StepUsage(600, 9, 500), calls=2),  # summed: left out
         Step(index=4, usage=StepUsage(1200, 9, None)),  # the backend did not say
+        Step(index=5, error_kind="llm_failure"),  # no reply: no usage
     ]
     calls = pr.trace_calls("hammr", 0, trace)
     assert [(c.conversation, c.prompt_tokens) for c in calls] == [
@@ -198,7 +204,7 @@ def test_the_same_figures_from_a_trace(pr: ModuleType) -> None:
     f = pr.system_figures(pr.SystemRun("hammr", 1, 1), calls)
     assert (f["later_calls"], f["later_extending"]) == (3, None)
     assert f["later_share_min"] == pytest.approx(0.95)
-    assert pr.conversation_row(pr.conversation_figures(calls)[0])[6] == "–"
+    assert pr.conversation_row(pr.conversation_figures(calls)[0])[7] == "–"
 
 
 def test_avis_steps_sum_the_cached_prompt_tokens_of_their_calls() -> None:
@@ -226,5 +232,36 @@ async def test_a_cot_trace_keeps_cached_prompt_tokens() -> None:
         async def complete(self, request: LLMRequest) -> LLMResponse:
             return LLMResponse("It is red.\nAnswer: red", Usage(120, 7), cached_prompt_tokens=100)
 
-    result = await CoTSystem(Cached()).run("What colour?")  # type: ignore[arg-type]
+    result = await CoTSystem(Cached()).run("What colour?")
     assert result.trace.steps[0].usage == StepUsage(120, 7, 100)
+
+
+def as_body(request: Any) -> dict[str, Any]:
+    """An LLMRequest as the JSON body a server gets (text only)."""
+    return {"messages": [{"role": m.role, "content": m.text()} for m in request.messages]}
+
+
+async def test_mulprog_line_calls_and_their_repair_each_extend_the_previous_prompt(
+    pr: ModuleType,
+) -> None:
+    from hammr.backends.llm.scripted import ScriptedLLM
+    from hammr.programs.modules import default_modules
+    from hammr.programs.planner import ProgramPlanner, load_examples
+
+    planner = ProgramPlanner(default_modules(), load_examples()[:2])
+    bad = ["BOX0=LOC(image=IMAGE,object='dog')", "ANSWER0=COUNT(box=BOX9)", ""]
+    good = ["BOX0=LOC(image=IMAGE,object='dog')", "ANSWER0=COUNT(box=BOX0)",
+            "FINAL_RESULT=RESULT(var=ANSWER0)"]  # fmt: skip
+    llm = ScriptedLLM([*bad, *good], grammar="gbnf")
+    await planner.write("How many dogs?", llm)
+    errors = "line 2: BOX9 is not defined"
+    await planner.write("How many dogs?", llm, previous="\n".join(bad), errors=errors)
+    assert len(llm.requests) == 6
+    prompts = [pr.render_prompt(as_body(r)) for r in llm.requests]
+    for before, after in itertools.pairwise(prompts):
+        assert pr.difference(before, after)[0], pr.difference(before, after)[2]
+    # the repair: the failed program where it was written, then the errors, then the new lines
+    *_, first_turn, repair = llm.requests[-1].messages
+    assert first_turn.text().endswith("Program:\n" + "\n".join(bad[:2]))
+    assert repair.text().startswith("The program above cannot run:\n" + errors)
+    assert repair.text().endswith("Program:\n" + "\n".join(good[:2]))

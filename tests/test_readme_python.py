@@ -1,5 +1,5 @@
-"""The README's "In Python" example, run as written but against a port where no server listens:
-the missing server is reported, not a bare `None`."""
+"""The Python API page's first example (docs/python.md, linked from the README), run as written
+but against a port where no server listens: the missing server is reported, not a bare `None`."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ README_URL = "http://127.0.0.1:8000/v1"
 
 
 def readme_python_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## In Python\n", 1)[1]
-    return section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    text = (ROOT / "docs" / "python.md").read_text()
+    return text.split("```python\n", 1)[1].split("\n```", 1)[0]
 
 
 def closed_port() -> int:

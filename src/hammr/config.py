@@ -83,7 +83,7 @@ DEFAULTS: dict[str, Any] = {
         "base_url": "",
         "model": "",
         "api_key_env": "OPENAI_API_KEY",
-        "timeout_s": 60.0,
+        "timeout_s": 600.0,  # a VLM served on a loaded CPU takes minutes
         "max_retries": 3,
         "box_format": "auto",
         "max_image_side": 1280,

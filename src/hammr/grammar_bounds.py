@@ -14,32 +14,14 @@ A character class that admits non-ASCII characters counts 4 bytes a character.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
 
 _RULE = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*::=\s*(.*)$")
 
 
 class GrammarBoundError(ValueError):
     """The grammar could not be read (a rule missing, an unbalanced group, ...)."""
-
-
-@dataclass
-class _Reader:
-    text: str
-    pos: int = 0
-
-    def peek(self) -> str:
-        self.skip()
-        return self.text[self.pos] if self.pos < len(self.text) else ""
-
-    def skip(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in " \t\n":
-            self.pos += 1
-        if self.pos < len(self.text) and self.text[self.pos] == "#":
-            while self.pos < len(self.text) and self.text[self.pos] != "\n":
-                self.pos += 1
-            self.skip()
 
 
 def _rules(grammar: str) -> dict[str, str]:
@@ -75,6 +57,50 @@ def _unescape_char(text: str, i: int) -> tuple[str, int]:
     return nxt, i + 2
 
 
+_TOKEN = re.compile(
+    r"""\s*(?:("(?:[^"\\]|\\.)*")|(\[(?:[^\]\\]|\\.)*\])|(\{[^}]*\})|([A-Za-z0-9_-]+)"""
+    r"""|([()|?*+.])|(\#.*$)|(\S))"""
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokens(rhs: str) -> tuple[tuple[str, str], ...]:
+    """A rule's right-hand side as (kind, text) tokens: lit, class, count, name, op."""
+    out: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(rhs):
+        lit, cls, count, name, op, _comment, bad = m.groups()
+        if bad is not None:
+            raise GrammarBoundError(f"unexpected {bad!r} in {rhs[:40]!r}")
+        if lit is not None:
+            out.append(("lit", lit))
+        elif cls is not None:
+            out.append(("class", cls))
+        elif count is not None:
+            out.append(("count", count))
+        elif name is not None:
+            out.append(("name", name))
+        elif op is not None:
+            out.append(("op", op))
+    return tuple(out)
+
+
+def _literal_bytes(token: str) -> int:
+    body = token[1:-1]
+    if "\\" in body:
+        i, out = 0, []
+        while i < len(body):
+            c, i = _unescape_char(body, i)
+            out.append(c)
+        body = "".join(out)
+    return len(body.encode("utf-8"))
+
+
+def _class_bytes(token: str) -> int:
+    if token.startswith("[^"):
+        return 4  # negated: any other character
+    return 1 if token.isascii() else 4
+
+
 class _Bounds:
     def __init__(self, grammar: str) -> None:
         self.rules = _rules(grammar)
@@ -89,87 +115,66 @@ class _Bounds:
         if name in self.visiting:
             return None  # recursion: unbounded
         self.visiting.add(name)
-        reader = _Reader(self.rules[name])
-        length = self.alternatives(reader)
-        if reader.peek():
-            raise GrammarBoundError(f"rule {name!r}: unexpected {reader.text[reader.pos :][:20]!r}")
+        tokens = _tokens(self.rules[name])
+        length, end = self.alternatives(tokens, 0)
+        if end != len(tokens):
+            raise GrammarBoundError(f"rule {name!r}: unexpected {tokens[end][1]!r}")
         self.visiting.discard(name)
         self.memo[name] = length
         return length
 
-    def alternatives(self, r: _Reader) -> int | None:
-        best: int | None = self.sequence(r)
-        while r.peek() == "|":
-            r.pos += 1
-            other = self.sequence(r)
+    def alternatives(self, t: tuple[tuple[str, str], ...], i: int) -> tuple[int | None, int]:
+        best, i = self.sequence(t, i)
+        while i < len(t) and t[i] == ("op", "|"):
+            other, i = self.sequence(t, i + 1)
             best = None if best is None or other is None else max(best, other)
-        return best
+        return best, i
 
-    def sequence(self, r: _Reader) -> int | None:
+    def sequence(self, t: tuple[tuple[str, str], ...], i: int) -> tuple[int | None, int]:
         total: int | None = 0
-        while r.peek() not in ("", "|", ")"):
-            item = self.repeated(r)
+        while i < len(t) and t[i] not in (("op", "|"), ("op", ")")):
+            item, i = self.repeated(t, i)
             total = None if total is None or item is None else total + item
-        return total
+        return total, i
 
-    def repeated(self, r: _Reader) -> int | None:
-        one = self.atom(r)
-        ch = r.text[r.pos] if r.pos < len(r.text) else " "
-        if ch == "?":
-            r.pos += 1
-            return one
-        if ch in "*+":
-            r.pos += 1
-            return None if one != 0 else 0
-        if ch == "{":
-            end = r.text.index("}", r.pos)
-            spec = r.text[r.pos + 1 : end].replace(" ", "")
-            r.pos = end + 1
-            low, comma, high = spec.partition(",")
+    def repeated(self, t: tuple[tuple[str, str], ...], i: int) -> tuple[int | None, int]:
+        one, i = self.atom(t, i)
+        if i >= len(t):
+            return one, i
+        kind, text = t[i]
+        if (kind, text) == ("op", "?"):
+            return one, i + 1
+        if kind == "op" and text in "*+":
+            return (None if one != 0 else 0), i + 1
+        if kind == "count":
+            low, comma, high = text[1:-1].replace(" ", "").partition(",")
             if comma and not high:
-                return None if one != 0 else 0
+                return (None if one != 0 else 0), i + 1
             count = int(high) if comma else int(low)
-            return None if one is None else one * count
-        return one
+            return (None if one is None else one * count), i + 1
+        return one, i
 
-    def atom(self, r: _Reader) -> int | None:
-        ch = r.peek()
-        text = r.text
-        if ch == '"':
-            i, out = r.pos + 1, []
-            while text[i] != '"':
-                c, i = _unescape_char(text, i)
-                out.append(c)
-            r.pos = i + 1
-            return len("".join(out).encode("utf-8"))
-        if ch == "[":
-            i = r.pos + 1
-            negated = text[i] == "^"
-            if negated:
-                i += 1
-            widest = 1
-            while text[i] != "]":
-                c, i = _unescape_char(text, i)
-                widest = max(widest, len(c.encode("utf-8")))
-            r.pos = i + 1
-            return 4 if negated else widest
-        if ch == "(":
-            r.pos += 1
-            inner = self.alternatives(r)
-            if r.peek() != ")":
+    def atom(self, t: tuple[tuple[str, str], ...], i: int) -> tuple[int | None, int]:
+        if i >= len(t):
+            raise GrammarBoundError("a rule ends where a symbol was expected")
+        kind, text = t[i]
+        if kind == "lit":
+            return _literal_bytes(text), i + 1
+        if kind == "class":
+            return _class_bytes(text), i + 1
+        if kind == "name":
+            return self.rule(text), i + 1
+        if (kind, text) == ("op", "."):
+            return 4, i + 1
+        if (kind, text) == ("op", "("):
+            inner, i = self.alternatives(t, i + 1)
+            if i >= len(t) or t[i] != ("op", ")"):
                 raise GrammarBoundError("a group is not closed")
-            r.pos += 1
-            return inner
-        if ch == ".":
-            r.pos += 1
-            return 4
-        m = re.compile(r"[A-Za-z0-9_-]+").match(text, r.pos)
-        if not m:
-            raise GrammarBoundError(f"unexpected {text[r.pos :][:20]!r}")
-        r.pos = m.end()
-        return self.rule(m.group(0))
+            return inner, i + 1
+        raise GrammarBoundError(f"unexpected {text!r}")
 
 
+@functools.lru_cache(maxsize=512)
 def longest_output_bytes(grammar: str, root: str = "root") -> int | None:
     """The most UTF-8 bytes a sentence of ``grammar`` can take; None when unbounded."""
     return _Bounds(grammar).rule(root)

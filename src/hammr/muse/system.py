@@ -44,8 +44,11 @@ COT_INSTRUCTIONS = """\
 You answer questions about images. Think step by step: say what the question asks, what you
 can tell about the image, and how that leads to the answer. End with one last line of the
 form
-Answer: the short answer
-For a multiple-choice question, the answer is the letter of the option you chose (Answer: B)."""
+Answer: the short answer"""
+
+COT_CHOICE_RULE = "The question lists options: the answer is the letter of the one you chose."
+"""Added to the instructions for a multiple-choice question only (a weak model asked a
+free-form question otherwise answers with a letter)."""
 
 _SEARCH_EXAMPLE = """
 Question: How many boats are moored in the harbour?
@@ -176,7 +179,10 @@ class CoTSystem:
             user = Message("user", await asyncio.to_thread(budget.turn, text, shown))
         else:
             user = Message("user", text)
-        return (Message("system", self.instructions), user)
+        instructions = self.instructions
+        if options_of(question):
+            instructions = f"{instructions}\n{COT_CHOICE_RULE}"
+        return (Message("system", instructions), user)
 
     async def run(
         self,

@@ -5,7 +5,10 @@ examples (``examples.toml``: 16 questions in the style of GQA with their program
 ``k`` and a text embedder only the k examples nearest to the question are shown (beyond the
 paper: smaller prompts). Where the backend takes a grammar, the program is written line by
 line under :func:`hammr.programs.grammar.line_grammar`. A program that fails validation gets
-one repair round that shows the model its program and the errors.
+one repair round that shows the model its program and the errors. Each call's messages begin
+with the previous call's, so a server's prefix cache keeps them: a line is appended to the
+turn being written, and under a grammar a repair leaves the failed program where it was
+written and adds a turn with the errors, after which the corrected program is written.
 """
 
 from __future__ import annotations
@@ -40,6 +43,15 @@ Program:
 {program}
 
 Write the corrected program for the same question, only the program."""
+
+REPAIR_AFTER = """\
+The program above cannot run:
+{errors}
+
+Write the corrected program for the same question, only the program.
+Program:"""
+"""The repair turn under a grammar: the failed program stays where it was written, and the
+corrected one is written after this turn, a line per call."""
 
 
 LINE_TOKENS = 120
@@ -136,15 +148,23 @@ class ProgramPlanner:
         repair: str = "",
         *,
         written: Sequence[str] = (),
+        failed: Sequence[str] = (),
     ) -> LLMRequest:
         """The prompt for the whole program, or (under a grammar, with the lines ``written``
-        so far) for its next line, constrained to the variables those lines define."""
+        so far) for its next line, constrained to the variables those lines define.
+        ``repair`` is the turn asking for a repair; under a grammar it follows the ``failed``
+        program's lines and the lines ``written`` follow it."""
         shots = "\n\n".join(e.text() for e in examples)
         so_far = "".join(f"\n{line}" for line in written)
-        user = f"{shots}\n\nQuestion: {question}\nProgram:{so_far}"
-        messages = [Message("system", self.system_prompt()), Message("user", user)]
-        if repair:
-            messages.append(Message("user", repair))
+        head = f"{shots}\n\nQuestion: {question}\nProgram:"
+        messages = [Message("system", self.system_prompt())]
+        if repair and self.uses_grammar(llm):
+            messages.append(Message("user", head + "".join(f"\n{line}" for line in failed)))
+            messages.append(Message("user", repair + so_far))
+        else:
+            messages.append(Message("user", head + so_far))
+            if repair:
+                messages.append(Message("user", repair))
         if not self.uses_grammar(llm):
             return LLMRequest(
                 messages=tuple(messages), max_tokens=self.max_tokens, stop=("\nQuestion:", "\n\n\n")
@@ -174,14 +194,17 @@ class ProgramPlanner:
         the lines before it (the prompt grows by a line, so a server's prefix cache keeps
         the rest). The program's text is the replies' texts, one per line."""
         examples = await self.examples_for(question)
-        repair = REPAIR.format(errors=errors, program=previous) if previous else ""
         if not self.uses_grammar(llm):
+            repair = REPAIR.format(errors=errors, program=previous) if previous else ""
             return [await llm.complete(self.request(question, examples, llm, repair))]
+        # a repair: the failed lines stay as the last attempt wrote them, the errors follow
+        failed = [line.strip() for line in previous.splitlines() if line.strip()]
+        repair = REPAIR_AFTER.format(errors=errors) if previous else ""
         replies: list[LLMResponse] = []
         written: list[str] = []
         for _ in range(MAX_LINES):
             reply = await llm.complete(
-                self.request(question, examples, llm, repair, written=written)
+                self.request(question, examples, llm, repair, written=written, failed=failed)
             )
             replies.append(reply)
             line = reply.text.strip().split("\n", 1)[0].strip()

@@ -60,9 +60,12 @@ def _merge(body: dict[str, Any], extra: dict[str, Any]) -> None:
             body[k] = v
 
 
-def _message_json(m: Message) -> dict[str, Any]:
-    if isinstance(m.content, str):
-        return {"role": m.role, "content": m.content}
+def _message_json(m: Message, vision: bool = True) -> dict[str, Any]:
+    """A message as the chat API takes it; for a model that does not see (``vision``
+    False) its images are the ``<image>`` placeholder of :meth:`Message.text`, as the
+    embedded model gets them (a text-only server refuses image parts)."""
+    if isinstance(m.content, str) or not vision:
+        return {"role": m.role, "content": m.text()}
     parts: list[dict[str, Any]] = []
     for p in m.content:
         if isinstance(p, str):
@@ -136,6 +139,7 @@ class OpenAICompatLLM(OpenAIStyleClient):
         self.vision_limits = vision_limits or VisionLimits()
         self.config_table = config_table
         self.server_label = server_label
+        self._context: int | None = None
 
     @property
     def name(self) -> str:
@@ -151,6 +155,51 @@ class OpenAICompatLLM(OpenAIStyleClient):
         that take no grammar (OpenAI's structured outputs, Gemini's and Ollama's
         OpenAI-compatible endpoints)."""
         return self.server in ("openai", "gemini", "ollama")
+
+    async def context_window(self) -> int | None:
+        """The tokens the served model's context holds, asked of the server once: llama.cpp's
+        ``/props`` (``n_ctx`` per slot) or vLLM's ``/v1/models`` (``max_model_len``); None
+        for other servers or when the server does not say (nothing is then trimmed)."""
+        if self._context is None:
+            self._context = await self._ask_context() or 0
+        return self._context or None
+
+    async def _ask_context(self) -> int | None:
+        root = self.base_url.removesuffix("/").removesuffix("/v1")
+        if self.server == "llamacpp":
+            props = await self._get_json(root + "/props")
+            settings = props.get("default_generation_settings") if props else None
+            size = settings.get("n_ctx") if isinstance(settings, dict) else None
+        elif self.server == "vllm":
+            models = await self._get_json(self.base_url + "/models")
+            data = models.get("data") if models else None
+            first = data[0] if isinstance(data, list) and data else None
+            size = first.get("max_model_len") if isinstance(first, dict) else None
+        else:
+            return None
+        return size if isinstance(size, int) and size > 0 else None
+
+    async def count_tokens(self, text: str) -> int | None:
+        """``text``'s tokens by llama.cpp's ``/tokenize`` (None elsewhere: estimated)."""
+        if self.server != "llamacpp":
+            return None
+        root = self.base_url.removesuffix("/").removesuffix("/v1")
+        reply = await self._get_json(root + "/tokenize", {"content": text})
+        tokens = reply.get("tokens") if reply else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    async def _get_json(
+        self, url: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """A small JSON request beside the completions (GET, or POST with ``body``); None on
+        any failure: these only refine a prompt's size."""
+        try:
+            async with httpx.AsyncClient(timeout=30.0) as client:
+                r = await (client.post(url, json=body) if body else client.get(url))
+            data = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     @property
     def base_urls(self) -> tuple[str, ...]:
@@ -168,7 +217,7 @@ class OpenAICompatLLM(OpenAIStyleClient):
         """The JSON body sent for ``request`` (public so callers can log or inspect it)."""
         body: dict[str, Any] = {"model": self.model}
         if self.mode == "chat":
-            body["messages"] = [_message_json(m) for m in request.messages]
+            body["messages"] = [_message_json(m, self.vision) for m in request.messages]
         else:
             body["prompt"] = flatten_messages(request.messages)
         body["max_tokens"] = request.max_tokens
