@@ -33,6 +33,7 @@ def literal_chars(max_tokens: int) -> int:
     """The longest quoted text argument under a ``max_tokens`` budget (any script)."""
     return max(24, max_tokens // 5)
 
+
 _BASE_RULES = r"""
 ws ::= " "?
 lit-num ::= "-"? [0-9]{1,5} ("." [0-9]{1,2})?

@@ -469,6 +469,7 @@ class VLMBackend:
             api_key_env=api_key_env or None,
             timeout_s=timeout_s,
             max_retries=max_retries,
+            vision=True,  # the model sees the images it is sent
             config_table="vlm",  # its errors name the [vlm] table and the VLM server
             server_label="VLM server",
         )

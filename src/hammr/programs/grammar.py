@@ -118,7 +118,7 @@ def line_grammar(
     ref = f' | "{{" ({_alternatives(readable)}) "}}"' if readable else ""
     out += [
         'number ::= "-"? [0-9]{1,6} ("." [0-9]{1,3})?',
-        f"sq-string ::= \"'\" ([^'\\n{{}}]{ref}){{1,120}} \"'\"",
+        f'sq-string ::= "\'" ([^\'\\n{{}}]{ref}){{1,120}} "\'"',
         f'dq-string ::= "\\"" ([^"\\n{{}}]{ref}){{1,300}} "\\""',
         *rules,
     ]
