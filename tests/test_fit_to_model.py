@@ -324,3 +324,24 @@ async def test_a_real_llamacpp_server_tells_its_context_and_counts_tokens(
     assert fitted.tokens + agent.run_reserve() <= real_llm_server.per_slot_ctx
     assert fitted.tokens == await llm.count_tokens(fitted.text)
     assert await real_client(real_llm_server.base_url, server="openai").context_window() is None
+
+
+@pytest.mark.parametrize("steps", [1, 4, 8])
+def test_scripted_annotator_and_avis_requests_hold_their_grammars_longest_reply(
+    steps: int,
+) -> None:
+    """The hindsight annotator's JSON was cut at 40 + 100 per step tokens by rambling
+    guidance (then not JSON); every constrained request now has room for its grammar."""
+    from hammr.avis.replies import constrained_request, planner_grammar
+    from hammr.memory.annotate import HindsightAnnotator
+    from hammr.memory.annotation_replies import reply_grammar
+
+    llm = ScriptedLLM([], grammar="gbnf")
+    request = HindsightAnnotator(llm).request([Message("user", "annotate")], steps)
+    assert request.grammar == reply_grammar(steps)
+    assert request.max_tokens >= (longest_output_bytes(request.grammar) or 10**9)
+    grammar = planner_grammar(["Caption", "OCR"])
+    planned = constrained_request(
+        "plan", llm, grammar=grammar, schema=None, setting=None, max_tokens=96
+    )
+    assert planned.max_tokens >= (longest_output_bytes(grammar) or 10**9)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hammr.backends.llm.base import LLM, LLMRequest, Message
+from hammr.grammar_bounds import tokens_for
 from hammr.trace import Verdict
 
 
@@ -101,7 +102,8 @@ def constrained_request(
         use_grammar = use_schema = None
     return LLMRequest(
         messages=(Message("user", prompt),),
-        max_tokens=max_tokens,
+        # room for the grammar's longest reply: a constrained reply cut short is unusable
+        max_tokens=tokens_for(use_grammar, max_tokens),
         temperature=0.0,
         grammar=use_grammar,
         json_schema=use_schema,

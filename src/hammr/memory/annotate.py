@@ -49,6 +49,7 @@ from hammr.backends.llm.base import (
     sees_images,
     vision_limits_of,
 )
+from hammr.grammar_bounds import tokens_for
 from hammr.memory.annotation_replies import (
     ReplyProblem,
     answer_terms,
@@ -270,7 +271,8 @@ class HindsightAnnotator:
                 schema = reply_schema(n)
         return LLMRequest(
             messages=tuple(messages),
-            max_tokens=40 + self.tokens_per_step * n,
+            # room for the grammar's longest reply: a reply cut short is not JSON
+            max_tokens=tokens_for(grammar, 40 + self.tokens_per_step * n),
             temperature=0.0,
             grammar=grammar,
             json_schema=schema,

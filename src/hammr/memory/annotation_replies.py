@@ -52,7 +52,9 @@ def reply_grammar(n: int) -> str:
     rules += [
         'score ::= [0-9] | "10"',
         'guidance ::= sentence (" " sentence)?',
-        'sentence ::= [A-Z] [^"\\\\\\n.!?]{4,140} [.!?]',
+        # printable ASCII but quotes, backslashes and sentence ends: a reply of n steps then
+        # has a known longest length, which the request's max_tokens is sized to
+        "sentence ::= [A-Z] [ #--/->@-\\[\\]-~]{4,140} [.!?]",
     ]
     return "\n".join(rules) + "\n"
 
