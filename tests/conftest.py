@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -9,7 +8,12 @@ from typing import Any
 import pytest
 
 from hammr.values import Image
-from real_server import real_embedding_server, real_llm_server, spare_llm_server
+from real_server import (
+    embedded_model_missing,
+    real_embedding_server,
+    real_llm_server,
+    spare_llm_server,
+)
 
 __all__ = ["real_embedding_server", "real_llm_server", "spare_llm_server"]
 
@@ -22,20 +26,7 @@ needs_tesseract = pytest.mark.skipif(
 )
 
 
-def _embedded_skip_reason() -> str | None:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return "xllamacpp is not installed (pip install xllamacpp)"
-    from hammr.backends.llm.base import LLMError
-    from hammr.backends.llm.embedded import default_model_path
-
-    try:
-        default_model_path()
-    except LLMError as e:
-        return f"the embedded model is missing: {e}"
-    return None
-
-
-_EMBEDDED_REASON = _embedded_skip_reason()
+_EMBEDDED_REASON = embedded_model_missing()
 needs_embedded_model = pytest.mark.skipif(
     _EMBEDDED_REASON is not None, reason=_EMBEDDED_REASON or ""
 )

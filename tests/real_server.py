@@ -52,20 +52,23 @@ Variables:
 [Finish]: 640"""
 
 
-def _skip_reason() -> str | None:
+def embedded_model_missing() -> str | None:
+    """Why llama.cpp cannot run the shipped model here (None when it can); conftest's
+    ``needs_embedded_model`` reads it too."""
     if importlib.util.find_spec("xllamacpp") is None:
-        return "no real server: xllamacpp is not installed (pip install xllamacpp)"
+        return "xllamacpp is not installed (pip install xllamacpp)"
     from hammr.backends.llm.base import LLMError
     from hammr.backends.llm.embedded import default_model_path
 
     try:
         default_model_path()
     except LLMError as e:
-        return f"no real server: the shipped GGUF is missing: {e}"
+        return f"the embedded model is missing: {e}"
     return None
 
 
-SKIP_REASON = _skip_reason()
+_MISSING = embedded_model_missing()
+SKIP_REASON = None if _MISSING is None else f"no real server: {_MISSING}"
 
 
 def _server(**kw: Any) -> LocalLlamaServer:
