@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from hammr.values import Image
 from real_server import (
@@ -16,6 +17,11 @@ from real_server import (
 )
 
 __all__ = ["real_embedding_server", "real_llm_server", "spare_llm_server"]
+
+# Hypothesis's default deadline (200 ms an example) counts wall time, which a loaded machine
+# stretches: no property test here is about speed (bounds on work count processor time).
+settings.register_profile("hammr", deadline=None)
+settings.load_profile("hammr")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

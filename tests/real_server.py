@@ -23,11 +23,13 @@ from hammr.backends.llm.openai_compat import OpenAICompatLLM
 from hammr.backends.pool import ReplicaPool
 from hammr.tools.base import tool
 from hammr.values import Image
+from patience import HANG_S
 
 MODEL = "smollm2"
 """The name the servers report for their model (their alias)."""
-STARTUP_S = 120.0
-"""How long a server may take to answer /v1/models (a loaded 2-core machine is slow)."""
+STARTUP_S = HANG_S
+"""How long a server may take to answer /v1/models (a safety net: a loaded 2-core machine
+is slow)."""
 CLIENT_TIMEOUT_S = 300.0
 """A request's time limit: grammar-constrained requests on a busy CPU can take minutes."""
 

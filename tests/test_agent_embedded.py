@@ -15,6 +15,7 @@ from hammr.general_agent import general_agent
 from hammr.tools.base import ToolContext
 from hammr.tools.library import builtin_tools, default_backends
 from hammr.values import Image
+from patience import HANG_S
 
 FORMULATION_ERRORS = {"syntax", "no_action", "unknown_tool", "unknown_variable"}
 
@@ -67,7 +68,7 @@ def test_readme_main_job_runs_offline_end_to_end(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip(), "no answer printed"

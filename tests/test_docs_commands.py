@@ -11,22 +11,17 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
 
+from command_line_support import VENV_HAMMR, check_command, logical_lines, shell_commands
 from conftest import ROOT
 from hammr.cli import main
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ACTIVATE = "source .venv/bin/activate"
-VENV_HAMMR = ".venv/bin/hammr"
 SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console", "text"}
-OPERATORS = {"&&", "||", ";", "|"}
-ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-MENTIONS_HAMMR = re.compile(r"(^|[\s;&|])(\.venv/bin/)?hammr(\s|$)")
-CHECKED_TYPES = (click.Choice, click.types.IntParamType, click.types.FloatParamType)
 
 
 @dataclass(frozen=True)
@@ -83,21 +78,6 @@ def prose(text: str) -> str:
     return "\n".join(lines)
 
 
-def logical_lines(start: int, body: list[str]) -> Iterator[tuple[int, str]]:
-    """Lines with their backslash continuations joined, and their line numbers."""
-    pending, first = "", start
-    for offset, raw in enumerate(body):
-        if not pending:
-            first = start + offset
-        if raw.rstrip().endswith("\\"):
-            pending += raw.rstrip()[:-1] + " "
-            continue
-        yield first, pending + raw
-        pending = ""
-    if pending:
-        yield first, pending
-
-
 def block_commands(page: Path) -> list[Command]:
     """Every hammr command in the page's shell code blocks (after `$ ` prompts and leading
     VAR=value assignments, and in each part of a `&&`, `;` or `|` chain)."""
@@ -106,21 +86,8 @@ def block_commands(page: Path) -> list[Command]:
         if language not in SHELL_LANGUAGES:
             continue
         for number, line in logical_lines(start, body):
-            text = line.strip().removeprefix("$ ")
-            if not MENTIONS_HAMMR.search(text):
-                continue
-            tokens = shlex.split(text, comments=True)
-            parts: list[list[str]] = [[]]
-            for token in tokens:
-                if token in OPERATORS:
-                    parts.append([])
-                else:
-                    parts[-1].append(token)
-            for part in parts:
-                while part and ENV_ASSIGNMENT.match(part[0]):
-                    part = part[1:]
-                if part and part[0] in ("hammr", VENV_HAMMR):
-                    found.append(Command(page, number, part[0], tuple(part[1:])))
+            for command in shell_commands(line):
+                found.append(Command(page, number, command.program, command.args))
     return found
 
 
@@ -136,48 +103,6 @@ def inline_commands(page: Path) -> list[tuple[int, list[str]]]:
 
 
 # -- checking a command against the real command line -------------------------------------------
-
-
-def _given(value: object) -> bool:
-    return isinstance(value, (str, bool, int, float, list, tuple)) and value != ()
-
-
-def check_command(args: list[str]) -> None:
-    """Parse ``hammr ARGS`` the way click would, without running it or touching the files it
-    names: raise click.UsageError for an unknown command or option, a missing value, a bad
-    choice or number, a missing required option or argument, or an extra argument."""
-    cmd: click.Command = main
-    ctx: click.Context | None = None
-    name = "hammr"
-    while True:
-        ctx = click.Context(cmd, info_name=name, parent=ctx)
-        opts, rest, _ = cmd.make_parser(ctx).parse_args(list(args))
-        if isinstance(cmd, click.Group):
-            if not rest:
-                if opts or ctx.parent is None:
-                    return  # `hammr --version`, `hammr --help`, a bare group
-                raise click.UsageError(f"'{ctx.command_path}' needs a command", ctx)
-            name, args = rest[0], rest[1:]
-            sub = cmd.get_command(ctx, name)
-            if sub is None:
-                raise click.UsageError(f"no such command '{ctx.command_path} {name}'", ctx)
-            cmd = sub
-            continue
-        if "help" in opts:
-            return
-        if rest:
-            raise click.UsageError(f"unexpected extra arguments {rest}", ctx)
-        for param in cmd.params:
-            value: Any = opts.get(param.name) if param.name else None
-            if not _given(value):
-                if param.required:
-                    raise click.UsageError(f"missing {param.get_error_hint(ctx)}", ctx)
-                continue
-            if isinstance(param.type, CHECKED_TYPES):
-                values = value if isinstance(value, (list, tuple)) else [value]
-                for v in values:
-                    param.type.convert(v, param, ctx)
-        return
 
 
 def check_names(words: list[str]) -> None:

@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,9 +23,11 @@ from hammr.cli import main
 from hammr.eval.report import Cell, build_report
 from hammr.eval.store import RunStore, StoreError
 from hammr.eval.types import RunRecord
+from patience import HANG_S, wait_until
 
 QID = re.compile(r"QID-(\d+)")
 FAILING_FIXED = threading.Event()
+SLOW_FIXED = threading.Event()
 
 SUITE = """
 name = "tiny"
@@ -51,8 +52,8 @@ def make_data(
     root: Path, n: int = 6, slow: tuple[int, ...] = (), fail: tuple[int, ...] = ()
 ) -> tuple[Path, Path]:
     """A suite file and its data folder: n questions over two entries; question i is answered
-    'ans{i}' by the server below (wrongly when i % 3 == 0), 'slow' ones after 2 s, 'fail'
-    ones with HTTP 500 until FAILING_FIXED is set."""
+    'ans{i}' by the server below (wrongly when i % 3 == 0), 'slow' ones not until SLOW_FIXED
+    is set, 'fail' ones with HTTP 500 until FAILING_FIXED is set."""
     data = root / "data"
     (data / "img").mkdir(parents=True)
     lines: dict[str, list[str]] = {"signs": [], "counts": []}
@@ -86,9 +87,9 @@ def answer(seen: Seen, delay: float = 0.0) -> Reply:
     slow = "QSLOW" in text
     if "QFAIL" in text and not FAILING_FIXED.is_set():
         return Reply(status=500, body={"error": {"message": "the server is down"}})
-    return Reply(
-        body=ok_body(f"[Thought]: I read it\n[Finish]: {said}"), delay=2 if slow else delay
-    )
+    if slow:  # held until the test says otherwise: it outlasts any --timeout, however slow
+        assert SLOW_FIXED.wait(HANG_S), "SLOW_FIXED was never set"
+    return Reply(body=ok_body(f"[Thought]: I read it\n[Finish]: {said}"), delay=delay)
 
 
 @pytest.fixture
@@ -182,22 +183,24 @@ def test_timeouts_and_failures_are_stored_and_retried_on_request(
     server: FakeServer, tmp_path: Path
 ) -> None:
     FAILING_FIXED.clear()
+    SLOW_FIXED.clear()
     suite, data = make_data(tmp_path, n=5, slow=(1,), fail=(4,))
     (data / "img" / "2.png").write_bytes(b"not an image")
     env = env_for(server, tmp_path)
     store = tmp_path / "runs.sqlite"
     args = ["eval", "--suite", str(suite), "--data-dir", str(data), "--store", str(store)]
-    args += ["--system", "naive", "--name", "t", "--timeout", "1"]
+    # 5 s: the slow sample never answers in time; the others have the rest as margin
+    args += ["--system", "naive", "--name", "t", "--timeout", "5"]
     code, out, err = run(args, env)
     assert code == 0, err
     assert "1 errors, 1 timeouts (scored 0)" in out
     assert "1 samples ended in llm_failure (is the LLM server up?)" in err
-    assert "1 samples timed out (1 s of work each, counted in wall-clock time" in err
+    assert "1 samples timed out (5 s of work each, counted in wall-clock time" in err
     assert "--retry-failed and a longer --timeout (--timeout 0: no limit)" in err
     with RunStore(store) as s:
         slow = s.get("t", "counts", "s1")
         assert (slow.status, slow.score) == ("timeout", 0.0)
-        assert str(slow.error).startswith("no answer within 1 s of work; stopped in ")
+        assert str(slow.error).startswith("no answer within 5 s of work; stopped in ")
         assert str(slow.error).endswith(" step 1: waiting for the model")
         assert slow.trace is not None and slow.trace.status == "timeout"  # kept, partial
         broken = s.get("t", "signs", "s2")
@@ -211,6 +214,7 @@ def test_timeouts_and_failures_are_stored_and_retried_on_request(
     # --retry-failed asks exactly those three again
     PILImage.new("RGB", (32, 24)).save(data / "img" / "2.png")
     FAILING_FIXED.set()
+    SLOW_FIXED.set()
     asked = len(server.seen)
     code, out, err = run([*args, "--timeout", "30", "--retry-failed"], env)
     assert code == 0, err
@@ -339,11 +343,19 @@ def stored_rows(path: Path) -> int:
 def test_a_killed_run_resumes_to_the_same_table(tmp_path: Path) -> None:
     n = 12
     suite, data = make_data(tmp_path, n=n)
+    crashed = tmp_path / "crashed.sqlite"
+    killed = threading.Event()
+
+    def held_once_three_are_stored(seen: Seen) -> Reply:
+        # the run is killed with some samples stored and some not, however fast it runs
+        if stored_rows(crashed) >= 3:
+            assert killed.wait(HANG_S), "the run was never killed"
+        return answer(seen)
+
     slow_server = FakeServer()
-    slow_server.responder = lambda seen: answer(seen, delay=0.3)
+    slow_server.responder = held_once_three_are_stored
     try:
         env = {**os.environ, **env_for(slow_server, tmp_path)}
-        crashed = tmp_path / "crashed.sqlite"
         cmd = [sys.executable, "-m", "hammr.cli", "eval", "--suite", str(suite)]
         cmd += ["--data-dir", str(data), "--system", "naive", "--name", "run"]
         cmd += ["--concurrency", "2"]
@@ -353,17 +365,23 @@ def test_a_killed_run_resumes_to_the_same_table(tmp_path: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 120
-        while stored_rows(crashed) < 3:
+
+        def three_stored() -> bool:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the run stored nothing in time"
-            time.sleep(0.05)
+            return stored_rows(crashed) >= 3
+
+        wait_until(three_stored, "the run to store 3 samples")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        killed.set()
         kept = stored_rows(crashed)
         assert 3 <= kept < n, kept
         done = subprocess.run(
-            [*cmd, "--store", str(crashed)], env=env, capture_output=True, text=True, timeout=120
+            [*cmd, "--store", str(crashed)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
         )
         assert done.returncode == 0, done.stderr
         assert f"resuming run run: {kept} of {n} samples already done" in done.stderr

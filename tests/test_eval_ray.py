@@ -78,22 +78,32 @@ def evaluate(suite: Path, data: Path, store: Path, name: str, *extra: str) -> li
 
 
 def environment(server: FakeServer, tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, **env_for(server, tmp_path)}
+    """hammr pointed at ``server``, with a model-call limit that a loaded machine does not
+    reach (the fake server answers in under a second; these tests are about faults)."""
+    return {**os.environ, **env_for(server, tmp_path), "HAMMR_LLM__TIMEOUT_S": "300"}
 
 
 def stored(store: Path) -> int:
+    """Samples in the store so far; read-only, so that looking never creates the file (an
+    empty file where the run's store should be is refused)."""
     try:
-        with sqlite3.connect(store) as db:
+        with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
             return int(db.execute("SELECT count(*) FROM samples").fetchone()[0])
     except sqlite3.Error:
         return 0
 
 
-def wait_for(store: Path, n: int, proc: subprocess.Popen[str], limit_s: float = 90) -> None:
-    deadline = time.monotonic() + limit_s
+HANG_GUARD_S = 1800
+"""Only against a run that hangs: far beyond any run on a loaded machine. These tests assert
+what a run stores, never how fast (a loaded machine starts Ray slowly)."""
+
+
+def wait_for(store: Path, n: int, proc: subprocess.Popen[str]) -> None:
+    """Until the run has stored ``n`` samples; it must not end before."""
+    guard = time.monotonic() + HANG_GUARD_S
     while stored(store) < n:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run stored nothing in time"
+        assert time.monotonic() < guard, "the run hung"
         time.sleep(0.05)
 
 
@@ -125,11 +135,11 @@ def test_the_ray_report_equals_the_local_one_scripted_llm(
     env = environment(slow_server, tmp_path)
     store = tmp_path / "runs.sqlite"
     local = subprocess.run(evaluate(suite, data, store, "local"), env=env, capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
+                           text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert local.returncode == 0, local.stderr
     on_ray = subprocess.run(
         evaluate(suite, data, store, "ray", "--executor", "ray", "--workers", "2"),
-        env=env, capture_output=True, text=True, timeout=180,
+        env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert on_ray.returncode == 0, on_ray.stderr
     assert "12 samples, 2 Ray workers x 8 at a time" in on_ray.stderr
@@ -152,12 +162,12 @@ def test_a_worker_killed_mid_run_loses_nothing(slow_server: FakeServer, tmp_path
     workers = [pid for pid, cmd in ray_processes().items() if "SampleWorker" in cmd]
     assert len(workers) == 2
     os.kill(workers[0], signal.SIGKILL)
-    out, err = run.communicate(timeout=180)
+    out, err = run.communicate(timeout=HANG_GUARD_S)
     assert run.returncode == 0, err
     assert "24 samples, mean score" in out and "errors" not in out
     assert sample_counts(store, "ray") == {1} and stored(store) == 24
     local = subprocess.run(evaluate(suite, data, store, "local"), env=env, capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
+                           text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert local.returncode == 0, local.stderr
     assert report(store, "ray", env) == report(store, "local", env)
     assert per_sample(store, "ray") == per_sample(store, "local")
@@ -177,13 +187,13 @@ def test_a_killed_driver_resumes_with_nothing_counted_twice(
     first.communicate()
     kept = stored(store)
     assert 4 <= kept < 24
-    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert again.returncode == 0, again.stderr
     assert f"resuming run ray: {kept} of 24 samples already done" in again.stderr
     assert f"{24 - kept} new" in again.stdout
     assert sample_counts(store, "ray") == {1} and stored(store) == 24
     local = subprocess.run(evaluate(suite, data, store, "local"), env=env, capture_output=True,
-                           text=True, timeout=120)  # fmt: skip
+                           text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert local.returncode == 0, local.stderr
     assert report(store, "ray", env) == report(store, "local", env)
 
@@ -209,7 +219,7 @@ def test_a_sample_that_kills_its_worker_is_failed_alone(tmp_path: Path) -> None:
         done = subprocess.run(
             evaluate(suite, data, store, "ray", "--executor", "ray", "--workers", "1",
                      "--concurrency", "3"),
-            env=env, capture_output=True, text=True, timeout=240,
+            env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
         )  # fmt: skip
     finally:
         server.close()

@@ -134,13 +134,14 @@ async def test_a_timeout_and_an_exception_are_stored_and_the_run_goes_on(
     ]
     with RunStore(tmp_path / "s.sqlite") as store:
         store.open_run("r", "tiny", "echo")
-        out = await run_eval(Echo(), samples, store=store, run_name="r", timeout_s=0.3)
+        # 1 s: the other samples work for next to nothing; the rest is margin for a busy machine
+        out = await run_eval(Echo(), samples, store=store, run_name="r", timeout_s=1.0)
         assert out.ran == 5 and out.timeouts == 1 and out.errors == 2
         by_id = {r.sample_id: r for r in store.records("r")}
         assert by_id["ok"].score == 1.0
         slow = by_id["slow"]
         assert (slow.status, slow.score, slow.prediction) == ("timeout", 0.0, None)
-        assert slow.error == "no answer within 0.3 s of work" and 0.3 <= slow.latency_s < 5
+        assert slow.error == "no answer within 1 s of work" and slow.latency_s >= 1.0
         bad = by_id["bad"]
         assert (bad.status, bad.score) == ("error", 0.0)
         assert bad.error == "RuntimeError: the tool fell over"

@@ -216,5 +216,5 @@ def test_default_location_respects_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_a_file_that_is_not_a_store_is_one_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(StoreError, match="not a usable run store"):
+    with pytest.raises(StoreError, match=r"is not a run store \(not an SQLite file\)"):
         RunStore(bad)

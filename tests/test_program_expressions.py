@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import time
-from datetime import timedelta
 from typing import Any, get_args
 
 import pytest
@@ -21,6 +19,7 @@ from hammr.programs.expressions import (
     evaluate_expression,
 )
 from hammr.values import Box
+from patience import cpu_s
 
 KINDS = set(get_args(ErrorKind))
 
@@ -333,9 +332,9 @@ ATTACKS: list[tuple[str, ErrorKind]] = [
 @pytest.mark.parametrize(("expr", "kind"), ATTACKS)
 def test_attacks_are_refused(expr: str, kind: ErrorKind) -> None:
     variables: dict[str, object] = {"A": "x", "L": [1, 2], "B": 1}
-    started = time.perf_counter()
+    started = cpu_s()
     assert refused(expr, variables).kind == kind
-    assert time.perf_counter() - started < 2.0
+    assert cpu_s() - started < 2.0  # processor time: a busy machine does not stretch it
 
 
 def test_big_numbers_are_refused_before_being_computed() -> None:
@@ -413,20 +412,24 @@ TOKENS = [
 
 
 def check_outcome(expr: str) -> None:
+    """The outcome is a value or a one-line ExpressionError, after little work (counted in
+    processor time; hypothesis's own deadline counts wall time, which load stretches)."""
+    started = cpu_s()
     try:
         evaluate_expression(expr, FUZZ_VARIABLES)
     except ExpressionError as error:
         assert error.kind in KINDS
         assert str(error) and "\n" not in str(error)
+    assert cpu_s() - started < 2.0
 
 
-@settings(max_examples=300, deadline=timedelta(seconds=2))
+@settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
 def test_fuzz_arbitrary_text(expr: str) -> None:
     check_outcome(expr)
 
 
-@settings(max_examples=600, deadline=timedelta(seconds=2))
+@settings(max_examples=600, deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=40), st.sampled_from([" ", ""]))
 def test_fuzz_expression_like_text(tokens: list[str], sep: str) -> None:
     check_outcome(sep.join(tokens))
@@ -470,7 +473,7 @@ def _combine(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
 NUMERIC_LEAVES: st.SearchStrategy[Expr] = st.integers(-20, 20).map(lambda n: (f"({n})", n))
 
 
-@settings(max_examples=300, deadline=timedelta(seconds=2))
+@settings(max_examples=300, deadline=None)
 @given(st.recursive(NUMERIC_LEAVES, _combine, max_leaves=12))
 def test_numeric_expressions_agree_with_python_operators(case: Expr) -> None:
     """Random expressions built together with their value from Python's own operators."""
@@ -479,7 +482,7 @@ def test_numeric_expressions_agree_with_python_operators(case: Expr) -> None:
     assert result == expected and type(result) is type(expected)
 
 
-@settings(max_examples=200, deadline=timedelta(seconds=2))
+@settings(max_examples=200, deadline=None)
 @given(st.integers(-(10**6), 10**6), st.integers(-(10**6), 10**6))
 def test_count_comparisons_from_strings_and_ints_agree(a: int, b: int) -> None:
     v = {"ANSWER0": str(a), "ANSWER1": b}

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
+from patience import HANG_S
 
 README_URL = "http://127.0.0.1:8000/v1"
 
@@ -35,7 +36,7 @@ def test_readme_example_reports_an_unreachable_server(tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(code)
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=HANG_S
     )
     assert done.returncode == 0, done.stderr
     printed = done.stdout.strip().splitlines()

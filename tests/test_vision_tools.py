@@ -28,6 +28,7 @@ from hammr.tools.vision_tools import (
     RecognizeEntity,
 )
 from hammr.values import Box, Entity, Image, render_value
+from patience import HANG_S
 
 
 @pytest.fixture
@@ -264,7 +265,7 @@ async def test_server_down_is_a_tool_failure_and_the_scripted_agent_finishes() -
 async def test_slow_server_is_a_tool_failure_and_the_scripted_agent_finishes(
     server: FakeServer,
 ) -> None:
-    server.script = [Reply(body=ok_body("[]"), delay=3)]
+    server.script = [Reply(body=ok_body("[]"), delay=HANG_S)]  # held until closed
     slow = VLMBackend(server.url, "m", max_retries=1, timeout_s=0.3)
     llm = ScriptedLLM(["[Act]: b = DetectObject(image, 'dog')", "[Finish]: no idea"])
     result = await agent([DetectObject], llm).run(

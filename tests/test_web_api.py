@@ -33,6 +33,7 @@ from hammr.values import Box, Image
 from hammr.web.server import ViewerServer
 from hammr.web.static_report import DATA_ID, render_html, report_data
 from hammr.web.web_cli import store_from_trace
+from patience import HANG_S, wait_until
 
 
 def traced(
@@ -658,18 +659,35 @@ def test_security_headers_and_head(served: tuple[httpx.Client, RunStore]) -> Non
     assert client.head("/api/nothing").status_code == 404
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
 def test_keep_alive_answers_are_not_held_back(served: tuple[httpx.Client, RunStore]) -> None:
     """Headers and body are two writes: without TCP_NODELAY each answer on a kept-alive
-    connection waits ~40 ms for the client's delayed ACK."""
+    connection waits ~40 ms for the client's delayed ACK. The server runs in this process,
+    so its end of the connection is one of our sockets: the option is read there (timing the
+    answers would measure the machine's load as much as the option)."""
     client, _ = served
-    client.get("/api/runs/run-a/samples/tallyqa/s03")
-    times = []
-    for _ in range(15):
-        t0 = time.perf_counter()
-        assert client.get("/api/runs/run-a/samples/tallyqa/s03").status_code == 200
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    assert times[len(times) // 2] < 0.025, times
+    assert client.get("/api/runs/run-a/samples/tallyqa/s03").status_code == 200
+    port = httpx.URL(str(client.base_url)).port
+    accepted = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            dup = os.dup(int(fd))
+        except OSError:  # closed since it was listed
+            continue
+        try:
+            sock = socket.socket(fileno=dup)
+        except OSError:  # not a socket
+            os.close(dup)
+            continue
+        with sock:
+            try:
+                if sock.type != socket.SOCK_STREAM or sock.getsockname()[1] != port:
+                    continue
+                sock.getpeername()  # accepted from a client, not the listening socket
+            except (OSError, IndexError, TypeError):
+                continue
+            accepted.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    assert accepted and all(accepted), accepted
 
 
 def thread_counts() -> tuple[int, int]:
@@ -729,7 +747,7 @@ def test_idle_connections_cost_no_threads_and_do_not_block(tmp_path: Path) -> No
             f"300 idle connections: threads {base_py}->{py} (python), {base_os}->{os_threads} "
             f"(os); GET /api/runs {first * 1000:.1f} ms, GET / {page * 1000:.1f} ms"
         )
-        assert first < 1.0 and page < 1.0
+        # answered while every idle connection is still open (not after some were closed)
         assert py <= base_py + 20 and os_threads <= base_os + 20
         # every idle connection is still open (not refused, not reset): they were accepted
         assert closed_within(idle[0], 0.05) is None
@@ -741,53 +759,55 @@ def test_idle_connections_cost_no_threads_and_do_not_block(tmp_path: Path) -> No
 
 
 def test_incomplete_requests_are_closed_at_the_deadline(tmp_path: Path) -> None:
+    """A 1 s deadline beside a keep-alive of 60 s: what closes a connection within 30 s is
+    the deadline, however late a busy machine gets to it. Lower bounds (it waited for the
+    deadline) hold on any machine; no upper bound is about speed."""
     store = RunStore(tmp_path / "runs.sqlite")
     fill(store)
-    server = ViewerServer(store, request_timeout=0.5, keep_alive=1)
+    server = ViewerServer(store, request_timeout=1.0, keep_alive=60)
     server.start_in_thread()
     addr = server.server_address[:2]
     request = b"GET /api/runs/run-a/samples?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     socks: list[socket.socket] = []
     try:
-        silent = socket.create_connection(addr, timeout=5)
-        partial = socket.create_connection(addr, timeout=5)
+        t0 = time.monotonic()
+        silent = socket.create_connection(addr, timeout=30)
+        partial = socket.create_connection(addr, timeout=30)
         partial.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         socks += [silent, partial]
-        t_silent = closed_within(silent, 3)
-        t_partial = closed_within(partial, 3)
-        assert t_silent is not None and 0.3 < t_silent < 1.5, t_silent
-        assert t_partial is not None and t_partial < 1.5, t_partial
+        assert closed_within(silent, 30) is not None
+        assert closed_within(partial, 30) is not None
+        assert time.monotonic() - t0 > 0.9  # each was given its second
 
-        # trickling a header a byte at a time does not extend the deadline
-        trickle = socket.create_connection(addr, timeout=5)
+        # trickling a header a byte at a time does not extend the deadline: the connection
+        # is closed while the header is still coming (it would take 50 s)
+        trickle = socket.create_connection(addr, timeout=30)
         socks.append(trickle)
-        t0 = time.monotonic()
-        closed_at = None
-        for b in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"x" * 100:
+        closed = False
+        for b in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"x" * 1000:
             try:
                 trickle.sendall(bytes([b]))
             except (BrokenPipeError, ConnectionResetError):
-                closed_at = time.monotonic() - t0
+                closed = True
                 break
             time.sleep(0.05)
             if closed_within(trickle, 0.001) is not None:
-                closed_at = time.monotonic() - t0
+                closed = True
                 break
-        assert closed_at is not None and closed_at < 1.5, closed_at
+        assert closed, "the trickled header was let through"
 
         # a busy keep-alive connection lives past the deadline (each answer re-arms it) ...
-        busy = socket.create_connection(addr, timeout=5)
+        busy = socket.create_connection(addr, timeout=30)
         socks.append(busy)
         t0 = time.monotonic()
-        for i in range(6):
+        for i in range(8):
             if i:
-                time.sleep(0.3)
+                time.sleep(0.2)
             busy.sendall(request)
             assert read_response(busy).status == 200
-        assert time.monotonic() - t0 > 1.4  # well past request_timeout, on the same socket
-        # ... and once quiet it is closed (the deadline, 0.5 s, before keep-alive's 1 s)
-        t_quiet = closed_within(busy, 4)
-        assert t_quiet is not None and 0.3 < t_quiet < 1.5, t_quiet
+        assert time.monotonic() - t0 > 1.4  # past request_timeout, on the same socket
+        # ... and once quiet it is closed by the deadline, long before keep-alive's 60 s
+        assert closed_within(busy, 30) is not None
     finally:
         for s in socks:
             s.close()
@@ -802,13 +822,12 @@ def test_connection_limit_answers_503(tmp_path: Path) -> None:
     server.start_in_thread()
     idle = [socket.create_connection(server.server_address[:2], timeout=5) for _ in range(12)]
     try:
-        time.sleep(0.2)
-        with httpx.Client(base_url=server.url.rstrip("/"), timeout=5) as client:
-            assert client.get("/api/runs").status_code == 503
+        # the server takes in the idle connections in its own time: wait for the state
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=HANG_S) as client:
+            wait_until(lambda: client.get("/api/runs").status_code == 503, "a 503")
             for s in idle:
                 s.close()
-            time.sleep(0.2)
-            assert client.get("/api/runs").status_code == 200
+            wait_until(lambda: client.get("/api/runs").status_code == 200, "a 200 again")
     finally:
         for s in idle:
             s.close()
@@ -827,7 +846,7 @@ def test_concurrent_requests_use_a_bounded_pool(tmp_path: Path) -> None:
     statuses: list[int] = []
 
     def client_thread() -> None:
-        with httpx.Client(base_url=server.url.rstrip("/"), timeout=10) as c:
+        with httpx.Client(base_url=server.url.rstrip("/"), timeout=HANG_S) as c:
             for i in range(5):
                 statuses.append(c.get(f"/api/runs/run-a/samples?offset={i}").status_code)
 
@@ -840,7 +859,7 @@ def test_concurrent_requests_use_a_bounded_pool(tmp_path: Path) -> None:
             seen.append(sum(n.startswith(prefix) for n in names))
             time.sleep(0.01)
         for t in clients:
-            t.join(timeout=30)
+            t.join(timeout=HANG_S)
         assert statuses == [200] * 100
         assert max(seen) <= 3
         workers = [t for t in threading.enumerate() if t.name.startswith(prefix)]
@@ -893,10 +912,10 @@ def test_view_command_serves_and_stops_on_sigint(tmp_path: Path) -> None:
         url = proc.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/#/run/run%20b%2F%C3%BC", url), url
         base = url.split("#")[0].rstrip("/")
-        r = httpx.get(base + "/api/runs/run%20b%2F%C3%BC/samples", timeout=10)
+        r = httpx.get(base + "/api/runs/run%20b%2F%C3%BC/samples", timeout=HANG_S)
         assert r.status_code == 200 and r.json()["total"] == 16
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=15)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()

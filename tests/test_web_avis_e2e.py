@@ -22,6 +22,7 @@ from hammr.eval.types import RunRecord
 from hammr.trace import Step, Trace, encode_value
 from hammr.values import Box, Entity, Image
 from hammr.web.static_report import write_report
+from patience import HANG_S
 
 SHOTS = Path(tempfile.gettempdir()) / "hammr-avis-e2e"
 RUN = "avis-run"
@@ -432,7 +433,7 @@ def check_building(page: Page, shot: str) -> None:
         page.wait_for_function(
             "[...document.images].filter(i => !i.closest('details:not([open])'))"
             ".every(i => i.complete && i.naturalWidth > 0)",
-            timeout=10_000,
+            timeout=HANG_S * 1000,
         )
     page.screenshot(path=str(SHOTS / shot), full_page=True)
 

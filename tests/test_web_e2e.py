@@ -27,6 +27,7 @@ from hammr.trace import Step, Trace, encode_value
 from hammr.values import Image
 from hammr.values import Page as KbPage
 from hammr.web.static_report import write_report
+from patience import HANG_S
 from test_eval_cli import env_for, make_data
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -132,7 +133,7 @@ def check_trace(page: Page, shot: str) -> None:
     assert page.locator("svg.overlay text.label").count() >= 1
     # every image has loaded (served by /api/images or embedded as data: URLs)
     page.wait_for_function(
-        "[...document.images].every(i => i.complete && i.naturalWidth > 0)", timeout=10_000
+        "[...document.images].every(i => i.complete && i.naturalWidth > 0)", timeout=HANG_S * 1000
     )
     # collapsing the child block hides its steps
     child.locator(":scope > summary").click()

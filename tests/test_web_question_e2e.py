@@ -28,6 +28,7 @@ from fake_openai_server import FakeServer, Reply, Seen, ok_body
 from hammr.cli import main
 from hammr.eval.store import RunStore
 from hammr.web.static_report import write_report
+from patience import HANG_S
 from test_eval_cli import env_for
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -202,7 +203,7 @@ def open_sample(page: Page, url: str, run: str, dataset: str, sid: str) -> None:
 
 def images_loaded(page: Page) -> None:
     page.wait_for_function(
-        "[...document.images].every(i => i.complete && i.naturalWidth > 0)", timeout=10_000
+        "[...document.images].every(i => i.complete && i.naturalWidth > 0)", timeout=HANG_S * 1000
     )
 
 

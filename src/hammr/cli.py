@@ -11,12 +11,13 @@ import click
 from hammr.avis.avis_cli import avis
 from hammr.backends.kb.kb_cli import kb
 from hammr.backends.llm.base import LLMError, run_sync
-from hammr.cli_common import config_option, fail, systems_epilog
+from hammr.cli_common import config_option, fail, require_question, systems_epilog
 from hammr.config import ConfigError, load_config
 from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
 from hammr.eval.explain_cli import explain_cmd
 from hammr.memory.memory_cli import memory
+from hammr.terminal_text import safe_line, safe_markup, safe_text
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
 
@@ -116,7 +117,7 @@ def ask(
     image2: Path | None,
     point: str | None,
 ) -> None:
-    """Answer QUESTION about the picture in IMAGE.
+    """Answer QUESTION about the picture in IMAGE (QUESTION: at most 4,000 characters).
 
     By default the HAMMR dispatcher routes the question to a specialist agent (see
     `hammr agents`), which calls its tools. Prints the answer on stdout (and the step tree
@@ -130,8 +131,7 @@ def ask(
     from hammr.tools.base import ToolContext
     from hammr.trace import format_trace
 
-    if not question.strip():
-        fail("the question is empty")
+    require_question(question)
     try:
         cfg = load_config(config_path)
         if memory_path is not None:
@@ -166,10 +166,10 @@ def ask(
         click.echo(format_trace(trace), err=False)
         click.echo("")
     if result.answer is not None:
-        click.echo(result.answer)
+        click.echo(safe_text(result.answer))
     # saved after printing: a path that cannot be written must not cost the model's work
     problem = _save_trace(trace, trace_path) if trace_path is not None else None
-    no_answer = f"no answer ({trace.status}: {trace.error})"
+    no_answer = safe_text(f"no answer ({trace.status}: {trace.error})")
     if problem is not None:
         fail(problem if result.answer is not None else f"{problem}; and {no_answer}")
     if result.answer is None:
@@ -190,8 +190,12 @@ def _save_trace(trace: Trace, path: Path) -> str | None:
             f"cannot save the trace to {path}: {blocker} is a file, not a folder; "
             "choose another --trace path"
         )
+    from hammr.output_file import OutputError
+
     try:
         trace.save(path)
+    except OutputError as e:
+        return f"cannot save the trace to {path}: {e.reason}; choose another --trace path"
     except OSError as e:
         culprit = Path(e.filename) if e.filename else None
         at = f" ({culprit})" if culprit is not None and culprit in path.parents else ""
@@ -235,7 +239,8 @@ class _Progress:
     def on_step(self, agent: str, depth: int, step: Any) -> None:
         if self._status is not None:
             doing = step.action or ("thinking" if not step.raw else step.error_kind or "done")
-            self._status.update(f"{'  ' * depth}{agent} · step {step.index + 1} · {doing}")
+            line = f"{'  ' * depth}{agent} · step {step.index + 1} · {doing}"
+            self._status.update(safe_markup(safe_line(line)))  # the action is a model's text
 
     def __exit__(self, *exc: object) -> None:
         if self._status is not None:
@@ -320,7 +325,7 @@ def tools_cmd(config_path: Path | None) -> None:
             state = f"{cap}: UNAVAILABLE: {built.unavailable[cap]}"
         else:
             state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
-        click.echo(f"{t.card()}\n  [{state}]\n")
+        click.echo(safe_text(f"{t.card()}\n  [{state}]\n"))  # a backend's error quotes files
 
 
 EPILOG_SYSTEMS = """\b
@@ -442,7 +447,7 @@ def systems_cmd(
         return
     verdict = {"ready": "yes", "limited": "yes, limited", "blocked": "no"}
     click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
-    click.echo(f"# model: {model}")
+    click.echo(safe_line(f"# model: {model}"))
     click.echo(f"# tools with a backend: {', '.join(capabilities) or 'none'}")
     table = [("system", "paper", "what it is", "runs here")]
     for name in chosen:
@@ -516,8 +521,9 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
     """Print the agent tree: the dispatcher, its specialists and each agent's tools.
 
     Tools marked (no backend) tell the agent so when called; configure their capability in
-    hammr.toml (see `hammr tools`). Add or replace an agent by dropping a TOML file in the
-    folder named by agent.dir (copy one from the package's agents/specs/ to start).
+    hammr.toml (see `hammr tools`); tools marked (cannot run here) have a backend configured
+    that cannot run, and `hammr tools` says why. Add or replace an agent by dropping a TOML
+    file in the folder named by agent.dir (copy one from the package's agents/specs/ to start).
     """
     from hammr.agents import AgentCatalog, SpecError, resolve_setting
     from hammr.factory import build_backends
@@ -534,7 +540,10 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
 
     def tool_label(name: str) -> str:
         cap = capability.get(name)
-        return name if cap is None or cap in backends else f"{name} (no backend)"
+        if cap is None or cap in backends:
+            return name
+        broken = cap in backends.unavailable
+        return f"{name} (cannot run here)" if broken else f"{name} (no backend)"
 
     def show(name: str, indent: str, seen: tuple[str, ...]) -> None:
         spec = catalog.specs[name]
@@ -544,7 +553,7 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
             if spec.source is None or "agents/specs" in str(spec.source)
             else f"  ({spec.source})"
         )
-        click.echo(f"{indent}{spec.name} {kind} ({', '.join(spec.inputs)}){where}")
+        click.echo(safe_line(f"{indent}{spec.name} {kind} ({', '.join(spec.inputs)}){where}"))
         names = catalog.tool_names(spec, chosen)
         plain = [tool_label(t) for t in names if t not in catalog.specs]
         if plain:
@@ -609,7 +618,8 @@ def route_cmd(
     image2: Path | None,
     image_path: Path | None,
 ) -> None:
-    """Show which specialist would answer QUESTION, without answering it.
+    """Show which specialist would answer QUESTION, without answering it (QUESTION: at most
+    4,000 characters, as for `hammr ask`).
 
     Prints the decision, who made it, the vote per specialist and the nearest labelled
     questions with their similarity. The LLM dispatcher is only asked (in routing-only mode:
@@ -622,6 +632,7 @@ def route_cmd(
     from hammr.factory import build_llm
     from hammr.tools.base import ToolContext
 
+    require_question(question)
     try:
         cfg = load_config(config_path)
         max_pixels = int(cfg.get("images.max_pixels"))
@@ -646,7 +657,7 @@ def route_cmd(
         except LLMError as e:
             fail(str(e))
     click.echo(f"specialist: {decision.agent or '(none)'}")
-    click.echo(f"decided by: {decision.by} ({decision.explain()})")
+    click.echo(safe_text(f"decided by: {decision.by} ({decision.explain()})"))
     if decision.candidates:
         click.echo(f"candidates for these inputs: {', '.join(decision.candidates)}")
     if decision.votes:
@@ -655,7 +666,7 @@ def route_cmd(
     if decision.neighbours:
         click.echo("nearest labelled questions:")
         for n in decision.neighbours:
-            click.echo(f"  {n.score:.3f}  {n.agent:<28} {n.question}")
+            click.echo(safe_line(f"  {n.score:.3f}  {n.agent:<28} {n.question}"))
     if decision.trace is not None:
         from hammr.trace import format_trace
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Literal, NoReturn, overload
 
 import click
 
+from hammr.terminal_text import safe_text
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -44,9 +46,20 @@ def systems_epilog() -> str:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr and the exit status (2: bad input or configuration)."""
-    click.echo(f"hammr: error: {message}", err=True)
+    """One line on stderr and the exit status (2: bad input or configuration). The message
+    often quotes a file or a model, so it is made safe for a terminal first."""
+    click.echo(f"hammr: error: {safe_text(message)}", err=True)
     sys.exit(code)
+
+
+def require_question(question: str) -> None:
+    """Refuse an empty or overlong QUESTION in one line (``ask``, ``route``, ``memory
+    search``; see :mod:`hammr.text_limits`)."""
+    from hammr.text_limits import question_problem
+
+    problem = question_problem(question)
+    if problem is not None:
+        fail(problem)
 
 
 store_option = click.option(
@@ -71,7 +84,7 @@ def open_store(path: Path | None, *, create: bool = True) -> RunStore | None:
     if not create and not where.exists():
         return None
     try:
-        return RunStore(where)
+        return RunStore(where, create=create)
     except (StoreError, OSError) as e:
         fail(str(e))
 
@@ -163,4 +176,4 @@ def warn_unfinished(store: RunStore, runs: Iterable[str], store_path: Path | Non
     for run in dict.fromkeys(runs):
         empty = unfinished_run(store, [run], store_path=store_path)
         if empty is not None:
-            click.echo(f"hammr: warning: {empty.message}", err=True)
+            click.echo(f"hammr: warning: {safe_text(empty.message)}", err=True)

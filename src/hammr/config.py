@@ -11,6 +11,7 @@ Where a value comes from, in order of precedence:
 
 from __future__ import annotations
 
+import codecs
 import copy
 import math
 import os
@@ -348,6 +349,9 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raw = file.read_bytes()
     except OSError as e:
         raise ConfigError(f"cannot read the config file {file}: {e.strerror or e}") from None
+    # Windows editors (Notepad) save UTF-8 with a byte-order mark, which TOML does not allow;
+    # it carries no meaning, so drop it rather than fail at "line 1, column 1".
+    raw = raw.removeprefix(codecs.BOM_UTF8)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

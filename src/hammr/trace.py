@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from hammr.output_file import output_target, write_output
+from hammr.terminal_text import safe_text
 from hammr.values import Box, Entity, Image, Page, Value
 
 if TYPE_CHECKING:
@@ -333,13 +335,18 @@ class Trace:
         return cls(**fields, steps=steps)
 
     def save(self, path: str | Path) -> Path:
-        """Write the trace as JSON and every image it references into ``images/`` beside it."""
+        """Write the trace as JSON and every image it references into ``images/`` beside it.
+
+        The JSON goes through :func:`hammr.output_file.open_output` (OutputError when it
+        cannot be written): a regular file is replaced whole; a device or a pipe
+        (``--trace /dev/stdout``) is written in place and gets the JSON alone, since the
+        folder beside it (``/dev``) is no place for images. Images are OSError."""
         p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
+        _, in_place = output_target(p, "the trace file")
         img_dir = p.parent / IMAGE_DIR
-        images = self.all_images()
+        images = {} if in_place else self.all_images()
         if images:
-            img_dir.mkdir(exist_ok=True)
+            img_dir.mkdir(parents=True, exist_ok=True)
         for h, img in images.items():
             target = img_dir / f"{h}.png"
             if not target.exists():
@@ -347,9 +354,7 @@ class Trace:
                 img.pixels.save(tmp, format="PNG")
                 tmp.replace(target)
         doc = {"format": FORMAT, "image_dir": IMAGE_DIR, **self.to_dict()}
-        tmp_json = p.with_suffix(p.suffix + ".tmp")
-        tmp_json.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-        tmp_json.replace(p)
+        write_output(p, json.dumps(doc, indent=1, ensure_ascii=False), what="the trace file")
         return p
 
     @classmethod
@@ -379,9 +384,15 @@ class Trace:
             trace = cls.from_dict(doc)
         except TraceFormatError as e:
             raise TraceFormatError(f"{p} is not a valid hammr trace: {e}") from None
-        img_dir = p.parent / doc.get("image_dir", IMAGE_DIR)
+        folder = p.parent.resolve()
+        name = str(doc.get("image_dir", IMAGE_DIR))
+        img_dir = _confined(p, folder, folder / name, name, "image_dir")
         if img_dir.is_dir():
-            _attach_images(trace, img_dir)
+            _attach_images(
+                trace,
+                img_dir,
+                lambda path, ref: _confined(p, folder, path, ref, "image reference"),
+            )
         return trace
 
 
@@ -396,15 +407,37 @@ def image_refs(value: JSON) -> list[str]:
     return []
 
 
-def _attach_images(trace: Trace, img_dir: Path) -> None:
+def _confined(trace_file: Path, folder: Path, path: Path, ref: str, what: str) -> Path:
+    """``path`` resolved (links followed), once it is inside ``folder``, the trace's own
+    folder: a trace file is data, and what it names must not open files elsewhere (``../``,
+    an absolute path, a link out). TraceFormatError names the trace file and ``ref``."""
+    try:
+        target = path.resolve()
+        inside = target.is_relative_to(folder)
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, a link loop
+        inside = False
+    if not inside:
+        raise TraceFormatError(
+            f"{trace_file}: {what} {_show(ref)} points outside the trace's folder "
+            f"({folder}); refusing to read it"
+        )
+    return target
+
+
+def _attach_images(trace: Trace, img_dir: Path, confine: Callable[[Path, str], Path]) -> None:
+    """Attach every image the trace refers to from ``img_dir``; ``confine(path, ref)`` gives
+    the checked path of a reference's file (it raises for one that leads out of the trace's
+    folder)."""
     refs = image_refs(trace.inputs)
     for s in trace.steps:
         refs += image_refs(s.arguments) + image_refs(s.output)
         if s.child is not None:
-            _attach_images(s.child, img_dir)
+            _attach_images(s.child, img_dir, confine)
     for h in refs:
-        f = img_dir / f"{h}.png"
-        if h not in trace.images and f.exists():
+        if h in trace.images:
+            continue
+        f = confine(img_dir / f"{h}.png", h)
+        if f.exists():
             trace.images[h] = Image.open(f)
 
 
@@ -414,7 +447,8 @@ def _clip(text: str, limit: int) -> str:
 
 
 def format_trace(trace: Trace, width: int = 160) -> str:
-    """A readable tree of the run: one block per step, child agents indented under their step."""
+    """A readable tree of the run: one block per step, child agents indented under their step
+    (safe for a terminal: see :mod:`hammr.terminal_text`)."""
     lines: list[str] = []
 
     def walk(t: Trace, prefix: str) -> None:
@@ -458,4 +492,5 @@ def format_trace(trace: Trace, width: int = 160) -> str:
         f"answer: {answer}   [{trace.llm_calls} LLM calls, "
         f"{trace.prompt_tokens}+{trace.completion_tokens} tokens, {trace.latency_s:.2f} s]"
     )
-    return "\n".join(lines)
+    # every field is a model's or a file's text: for a terminal, without escape sequences
+    return safe_text("\n".join(lines))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image as PILImage
-from PIL import UnidentifiedImageError
+from PIL import ImageOps, UnidentifiedImageError
 
 DEFAULT_MAX_PIXELS = 64_000_000
 """Images above this many pixels are refused (decompression-bomb guard)."""
@@ -107,9 +107,32 @@ class Box:
         return f"{head} (score {self.score:.2f})" if self.score is not None else head
 
 
+EXIF_ORIENTATION = 0x0112
+"""The EXIF tag saying how a camera's stored pixels must be turned to stand upright."""
+
+
+def upright(image: PILImage.Image) -> PILImage.Image:
+    """``image`` turned as its EXIF orientation says (a phone photo stored on its side, tag 6,
+    comes back upright), or ``image`` itself when it has no such tag. Applied once, when a file
+    is loaded, so every tool, box and point sees the picture as a viewer shows it. A tag that
+    cannot be read or applied leaves the stored pixels as they are: the picture is still
+    usable, and refusing it for its metadata would lose a readable image."""
+    try:
+        orientation = image.getexif().get(EXIF_ORIENTATION, 1)
+        if orientation in (None, 1):
+            return image
+        turned = ImageOps.exif_transpose(image)
+    except Exception:  # Pillow raises many kinds on malformed EXIF blocks
+        return image
+    return turned if turned is not None else image
+
+
 @dataclass(eq=False)
 class Image:
     """An image with lineage.
+
+    A loaded image holds its upright pixels (:func:`upright`): what every viewer shows, and
+    the frame every box and point is in.
 
     ``crop_box`` is the region of the root image this image shows (root pixels) and ``zoom``
     is how many of this image's pixels span one root pixel. Together they map any box found
@@ -159,7 +182,7 @@ class Image:
                         "(raise it with max_pixels if you trust this file)"
                     )
                 probe.load()
-                pixels = probe.convert("RGB")
+                pixels = upright(probe).convert("RGB")
         except ImageLoadError:
             raise
         except PILImage.DecompressionBombError:

@@ -374,7 +374,8 @@ class RoutedDispatcher:
         *,
         llm_fallback: bool = True,
     ) -> RouteDecision:
-        """The routing decision alone; the LLM (routing-only) is asked where the mode says so."""
+        """The routing decision alone; the LLM (routing-only) is asked where the mode says so.
+        LLMError when its model call failed: that is no decision (not "no specialist")."""
         decision = RouteDecision(None, "none")
         if self.mode != "llm":
             assert self.router is not None
@@ -385,6 +386,8 @@ class RoutedDispatcher:
             return decision
         probe = routing_only(self.llm_dispatcher(inputs))
         result = await probe.run(question, inputs, ctx=ctx)
+        if result.trace.status == "llm_failure":
+            raise LLMError(result.trace.error or "the LLM dispatcher's model call failed")
         chosen = routed_agent(result.trace, self.specialists)
         decision.agent, decision.by, decision.trace = chosen, "llm", result.trace
         return decision

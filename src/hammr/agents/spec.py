@@ -132,7 +132,7 @@ def spec_from_dict(data: Mapping[str, Any], source: Path | None = None) -> Agent
 
 def load_spec(path: Path) -> AgentSpec:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as e:
         raise SpecError(f"{path}: cannot read: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -329,16 +329,17 @@ def induce_graph(
     seen = transitions_of(avis)
     if not any(t.state == START for t in seen):
         raise InduceError(
-            f"the {len(avis)} successful AVIS traces hold no action chosen at {START}: "
-            "nothing to learn a graph from"
+            f"no action chosen at {START} in the {_count_of(len(avis), 'successful AVIS trace')}"
+            ": nothing to learn a graph from"
         )
     kept = [t for t in seen if t.count >= min_count and t.probability >= min_prob]
     if not any(t.state == START for t in kept):
         best = max((t for t in seen if t.state == START), key=lambda t: (t.count, t.probability))
         raise InduceError(
             f"threshold too high: {START} keeps no edge (its most frequent, {START} -> "
-            f"{best.action}, was seen {best.count} times, P = {best.probability:.2f}; "
-            f"asked for at least {min_count} times and P >= {min_prob:g})"
+            f"{best.action}, was seen {_count_of(best.count, 'time')}, "
+            f"P = {best.probability:.2f}; asked for at least {_count_of(min_count, 'time')} "
+            f"and P >= {min_prob:g})"
         )
     edges: dict[str, list[str]] = {}
     for t in kept:  # already most frequent first within each state
@@ -358,11 +359,11 @@ def induce_graph(
         spec = base.actions.get(name) if base is not None else None
         if spec is None or spec.tool is None:
             where = (
-                f"the graph {base.source} does not declare it"
+                f", and the graph {base.source} does not declare it"
                 if base is not None
-                else "give the graph the runs used, which declares it as [actions.NAME]"
+                else f": give the graph the runs used, which declares it as [actions.{name}]"
             )
-            raise InduceError(f"action {name!r} in the traces is not a built-in action and {where}")
+            raise InduceError(f"action {name!r} in the traces is not a built-in action{where}")
         custom[name] = {
             "tool": spec.tool,
             "description": spec.description,
@@ -383,7 +384,14 @@ def induce_graph(
     try:
         return parse_graph(doc, source)
     except GraphError as e:
-        raise InduceError(f"the learned graph is not usable: {e}") from None
+        # the message names ``source``, a file not written yet: said as "the learned graph"
+        why = str(e).removeprefix(f"{source}: ")
+        raise InduceError(f"the learned graph is not usable: {why}") from None
+
+
+def _count_of(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1 ("1 time", "2 times")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def induced_header(

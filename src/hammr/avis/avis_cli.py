@@ -7,6 +7,7 @@ command.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 import click
 
 from hammr.cli_common import fail, open_store, store_option
+from hammr.output_file import OutputError, write_output
+from hammr.terminal_text import safe_line, safe_markup, safe_text
 
 if TYPE_CHECKING:
     from hammr.avis.analyses import AvisAnalysis
@@ -65,7 +68,8 @@ def _load(
 
     store = open_store(store_path, create=False)
     if store is None:
-        fail(f"no run named {runs[0]!r}: the store does not exist yet")
+        where = f"the store {store_path}" if store_path is not None else "the default store"
+        fail(f"no run named {runs[0]!r}: {where} does not exist yet")
     try:
         known = store.run_names()
         out: dict[str, list[RunRecord]] = {}
@@ -102,7 +106,8 @@ def _print_summary(analyses: Sequence[AvisAnalysis]) -> None:
     from hammr.avis.analyses import VERDICTS
 
     console = Console(highlight=False)
-    runs = [a.label for a in analyses]
+    # run names and the tools the traces name are the store's text: shown as text, not markup
+    runs = [safe_markup(a.label) for a in analyses]
 
     overview = Table(title="AVIS runs", title_justify="left")
     overview.add_column("")
@@ -136,7 +141,9 @@ def _print_summary(analyses: Sequence[AvisAnalysis]) -> None:
     for a in analyses:
         names += [n for n in a.tools if n not in names]
     for name in names:
-        tools.add_row(name, *[share(a.tools.get(name, 0), a.actions) for a in analyses])
+        tools.add_row(
+            safe_markup(name), *[share(a.tools.get(name, 0), a.actions) for a in analyses]
+        )
     console.print(tools)
 
     verdicts = Table(title="Reasoner verdicts", title_justify="left")
@@ -201,10 +208,7 @@ def analyze_cmd(
         if analysis.traces + analysis.unsuccessful:
             analyses.append(analysis)
     if not analyses:
-        fail(
-            f"no AVIS trace in {_runs_text(runs)}: nothing to analyse (evaluate with "
-            "--system avis first)"
-        )
+        fail(_why_no_avis_trace(runs, [r for recs in loaded.values() for r in recs], "analyse"))
     for run, records in loaded.items():
         if run not in {a.label for a in analyses}:
             click.echo(
@@ -224,14 +228,13 @@ def analyze_cmd(
             )
         folder = out_dir / _slug(run, taken)
         pngs = chart_pngs(analysis)
+        page = page_html([section_html(analysis, pngs)], f"AVIS analyses — {run}")
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             for name, data in pngs.items():
-                (folder / f"{name}.png").write_bytes(data)
-            page = page_html([section_html(analysis, pngs)], f"AVIS analyses — {run}")
-            (folder / "analysis.html").write_text(page, encoding="utf-8")
-        except OSError as e:
-            fail(f"cannot write into {folder}: {e.strerror or e}")
+                write_output(folder / f"{name}.png", data, what="the PNG file")
+            write_output(folder / "analysis.html", page, what="the HTML file")
+        except OutputError as e:
+            fail(str(e))
         written.append(folder)
     _print_summary(analyses)
     for folder in written:
@@ -309,6 +312,7 @@ def induce_cmd(
     from hammr.avis.graph import GraphError, load_graph
     from hammr.trace import Trace
 
+    runs = tuple(dict.fromkeys(runs))  # a run named twice is learned from once
     base: TransitionGraph | None = None
     if base_path is not None:
         try:
@@ -327,16 +331,10 @@ def induce_cmd(
     records = [r for recs in loaded.values() for r in recs]
     avis_count = sum(1 for r in records if isinstance(r.trace, Trace) and is_avis_trace(r.trace))
     if not avis_count:
-        fail(
-            f"no AVIS trace in {_runs_text(runs)} ({len(records)} samples): nothing to learn "
-            "from (evaluate with --system avis first)"
-        )
+        fail(_why_no_avis_trace(runs, records, "learn from"))
     good = successful_traces(records, min_score)
     if not good:
-        fail(
-            f"no successful trace in {_runs_text(runs)}: none of its {avis_count} AVIS "
-            f"traces scored >= {min_score:g} (lower --min-score to count partly right answers)"
-        )
+        fail(_why_none_successful(runs, records, min_score))
     try:
         graph = induce_graph(
             good,
@@ -363,12 +361,9 @@ def induce_cmd(
         file=out_path.name,
     )
     try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_name(out_path.name + ".tmp")
-        tmp.write_text(graph.to_toml(header), encoding="utf-8")
-        tmp.replace(out_path)
-    except OSError as e:
-        fail(f"cannot write {out_path}: {e.strerror or e}")
+        write_output(out_path, graph.to_toml(header), what="the graph file")
+    except OutputError as e:
+        fail(str(e))
     click.echo(_edges_text(graph))
     kept = sum(len(t) for t in graph.edges.values())
     click.echo(
@@ -402,7 +397,7 @@ def graph_cmd(file: Path | None) -> None:
     where = str(file) if file is not None else f"{default_graph_path()} (bundled)"
     click.echo(f"graph {where}: valid")
     if graph.description:
-        click.echo(f"  {graph.description}")
+        click.echo(safe_line(f"  {graph.description}"))
     click.echo(_edges_text(graph))
 
 
@@ -418,7 +413,7 @@ def _edges_text(graph: TransitionGraph) -> str:
         for spec in custom:
             answers = "may answer" if spec.answers else "never answers"
             lines.append(f"  {spec.name}: tool {spec.tool}, {spec.phase} phase, {answers}")
-    return "\n".join(lines)
+    return safe_text("\n".join(lines))  # a graph file's names, for a terminal
 
 
 def _one_line(text: str) -> str:
@@ -427,3 +422,67 @@ def _one_line(text: str) -> str:
 
 def _runs_text(runs: Sequence[str]) -> str:
     return f"run {runs[0]!r}" if len(runs) == 1 else f"runs {', '.join(map(repr, runs))}"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _tally(counts: Counter[str]) -> str:
+    """'llm_failure 3, timeout 1': most frequent first."""
+    return ", ".join(f"{key} {n}" for key, n in counts.most_common())
+
+
+def _why_no_avis_trace(runs: Sequence[str], records: Sequence[RunRecord], doing: str) -> str:
+    """One line: why these runs hold no AVIS trace to ``doing`` (no samples, samples stored
+    without a trace, another system's traces), and what to do about it."""
+    from hammr.trace import Trace
+
+    where = _runs_text(runs)
+    if not records:
+        return f"{where} holds no samples yet: nothing to {doing} (evaluate it first)"
+    bare = Counter(r.status for r in records if not isinstance(r.trace, Trace))
+    others = Counter(r.trace.agent or "?" for r in records if isinstance(r.trace, Trace))
+    its = "its" if len(runs) == 1 else "their"
+    other_text = f"another system's ({_tally(others)})"
+    bare_text = f"kept no trace (status {_tally(bare)})"
+    n = sum(others.values()) + sum(bare.values())
+    if not bare:
+        what = f"{f'{its} sample is' if n == 1 else f'{its} {n} samples are'} {other_text}"
+    elif not others:
+        what = (
+            f"{its} sample {bare_text}"
+            if n == 1
+            else f"none of {its} {n} samples kept a trace (status {_tally(bare)})"
+        )
+    else:
+        what = (
+            f"of {its} {n} samples, {sum(others.values())} are {other_text} and "
+            f"{sum(bare.values())} {bare_text}"
+        )
+    hint = "evaluate with --system avis first" if others else f"see `hammr errors {runs[0]}`"
+    return f"no AVIS trace in {where}: {what}; nothing to {doing} ({hint})"
+
+
+def _why_none_successful(
+    runs: Sequence[str], records: Sequence[RunRecord], min_score: float
+) -> str:
+    """One line: why no AVIS trace of these runs counts as successful; failed samples (an
+    LLM that was down) are said as such, not as answers scored too low."""
+    from hammr.avis.analyses import is_avis_trace
+    from hammr.trace import Trace
+
+    avis = [r for r in records if isinstance(r.trace, Trace) and is_avis_trace(r.trace)]
+    failed = Counter(r.status for r in avis if r.status != "finished")
+    text = f"no successful trace in {_runs_text(runs)}: "
+    if len(failed) and sum(failed.values()) == len(avis):
+        return text + (
+            f"all {'its' if len(runs) == 1 else 'their'} {_plural(len(avis), 'AVIS trace')} "
+            f"ended in failure ({_tally(failed)}); "
+            f"see `hammr errors {runs[0]}`, then re-run them with `hammr eval ... --retry-failed`"
+        )
+    its = "its" if len(runs) == 1 else "their"
+    text += f"none of {its} {_plural(len(avis), 'AVIS trace')} scored >= {min_score:g}"
+    if failed:
+        text += f" ({sum(failed.values())} of them failed: {_tally(failed)})"
+    return text + " (lower --min-score to count partly right answers)"

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from hammr.avis.analyses import VERDICTS, AvisAnalysis
 from hammr.avis.graph import BUILTIN_ACTIONS, START
+from hammr.output_file import write_output
 
 CHARTS: tuple[tuple[str, str], ...] = (
     ("tools", "Tool frequency"),
@@ -305,13 +306,13 @@ def chart_pngs(analysis: AvisAnalysis) -> dict[str, bytes]:
 
 
 def write_charts(analysis: AvisAnalysis, out_dir: str | Path) -> dict[str, Path]:
-    """Write every chart as ``OUT_DIR/<stem>.png``; returns the paths by stem."""
+    """Write every chart as ``OUT_DIR/<stem>.png``; returns the paths by stem. OutputError
+    when one cannot be written (see :mod:`hammr.output_file`)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for name, data in chart_pngs(analysis).items():
         path = out / f"{name}.png"
-        path.write_bytes(data)
+        write_output(path, data, what="the PNG file")
         paths[name] = path
     return paths
 

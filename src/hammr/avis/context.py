@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hammr.tools.base import CapabilityMissing, ToolContext, ToolError
+from hammr.tools.base import CapabilityMissing, ToolContext, ToolError, unavailable_reason
 from hammr.tools.image_tools import crop_one
 from hammr.tools.ocr import OCR
 from hammr.tools.vision_tools import Caption, DetectObject
@@ -114,8 +114,14 @@ class _Gatherer:
         self.missing: list[str] = []
         self.failures: list[str] = []
 
-    def _missing(self, capability: str) -> None:
-        if capability not in self.missing:
+    def _missing(self, capability: str, reason: str | None = None) -> None:
+        """No backend for ``capability``; ``reason``: why its configured one cannot run
+        (then it is a failure to report, not a capability left unconfigured)."""
+        if reason:
+            failure = f"{capability} cannot run here: {reason}"
+            if failure not in self.failures:
+                self.failures.append(failure)
+        elif capability not in self.missing:
             self.missing.append(capability)
 
     def _failed(self, capability: str, error: Exception) -> None:
@@ -126,8 +132,8 @@ class _Gatherer:
         for name in names:
             try:
                 result = await DetectObject.invoke({"image": image, "name": name}, self.ctx)
-            except CapabilityMissing:
-                self._missing("detect")
+            except CapabilityMissing as e:
+                self._missing("detect", e.reason)
                 return []
             except ToolError as e:
                 self._failed("detect", e)
@@ -138,8 +144,8 @@ class _Gatherer:
     async def captions(self, images: list[Image]) -> list[str | None]:
         try:
             result = await Caption.invoke({"image": images}, self.ctx)
-        except CapabilityMissing:
-            self._missing("caption")
+        except CapabilityMissing as e:
+            self._missing("caption", e.reason)
             return [None] * len(images)
         except ToolError as e:
             self._failed("caption", e)
@@ -149,7 +155,7 @@ class _Gatherer:
     async def entities(self, images: list[Image]) -> list[list[Entity]]:
         backend = self.ctx.backends.get("entity")
         if backend is None:
-            self._missing("entity")
+            self._missing("entity", unavailable_reason(self.ctx.backends, "entity"))
             return [[] for _ in images]
         try:
             found = await backend.recognize(images)
@@ -168,8 +174,8 @@ class _Gatherer:
     async def text(self, image: Image) -> str | None:
         try:
             result = await OCR.invoke({"image": image}, self.ctx)
-        except CapabilityMissing:
-            self._missing("ocr")
+        except CapabilityMissing as e:
+            self._missing("ocr", e.reason)
             return None
         except ToolError as e:
             self._failed("ocr", e)

@@ -171,7 +171,7 @@ def load_graph(path: str | Path, tools: Iterable[str] | None = None) -> Transiti
     actions may call (None: any name accepted). GraphError for any mistake."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise GraphError(f"{p}: no such graph file") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -269,9 +269,10 @@ def _checked(graph: TransitionGraph) -> TransitionGraph:
         if state not in reachable:
             raise GraphError(f"{src}: edges.{state}: state {state!r} cannot be reached from START")
     if not any(graph.actions[a].answers for a in reachable - {START}):
+        reached = sorted(reachable - {START})
+        which = "it cannot" if len(reached) == 1 else "none of them can"
         raise GraphError(
-            f"{src}: no path to an answer: from {START} only "
-            f"{', '.join(sorted(reachable - {START}))} can be reached, and none of them "
-            "can answer a query"
+            f"{src}: no path to an answer: from {START} only {', '.join(reached)} can be "
+            f"reached, and {which} answer a query"
         )
     return TransitionGraph(graph.edges, graph.actions, graph.description, src, frozenset(reachable))

@@ -3,8 +3,9 @@
 ``[tools.<capability>] backend = "<name>"`` picks an entry of :data:`FACTORIES`; the other
 keys of that table are the factory's options. Backends named ``vlm`` also receive the
 ``[vlm]`` table (base_url, model, ...), so one served VLM can back several capabilities.
-A backend whose package or program is missing is left out with the reason, and tools that
-need it tell the agent ``capability '...' has no backend configured``.
+A backend whose package, program or data is missing is left out with the reason, and tools
+that need it tell the agent that reason (a capability configured as ``none``, or not at all,
+has no backend configured).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from hammr.tools.base import Backends
 
 Factory = Callable[[dict[str, Any]], Any]
 
@@ -64,9 +67,14 @@ class BackendUnavailable(RuntimeError):
 
 @dataclass
 class BuiltBackends:
-    backends: dict[str, Any] = field(default_factory=dict)
+    backends: Backends = field(default_factory=Backends)
+    """The built backends; they also know why a configured one is missing (the same
+    mapping as :attr:`unavailable`), for the tools that need it."""
     unavailable: dict[str, str] = field(default_factory=dict)
     """capability -> why its configured backend could not be built."""
+
+    def __post_init__(self) -> None:
+        self.backends.unavailable = self.unavailable
 
 
 def parse_options(

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
+from hammr.output_file import OutputError
+from hammr.terminal_text import safe_text
 
 EPILOG_ERRORS = """\
 \b
@@ -94,20 +96,17 @@ def errors_cmd(
     accuracy = run_accuracy(records)
     if labels_path is not None:
         try:
-            click.echo(tabulate_labels(labels_path, accuracy=accuracy).to_markdown())
+            table = tabulate_labels(labels_path, accuracy=accuracy).to_markdown()
+            click.echo(safe_text(table))  # run names from the labelled file
         except LabelFileError as e:
             fail(str(e))
         return
     if export_path is not None:
-        if export_path.is_dir():
-            fail(f"--export {export_path} is a folder; name the CSV file to write")
         chosen = sample_wrong(records, per_type, seed)
         try:
             export_for_labelling(chosen, export_path, accuracy=accuracy)
-        except (FileExistsError, NotADirectoryError):  # making its folder
-            fail(f"cannot write {export_path}: a file is in the way of its folder")
-        except OSError as e:
-            fail(f"cannot write {export_path}: {e.strerror or e}")
+        except OutputError as e:
+            fail(str(e))
         click.echo(f"wrote {len(chosen)} wrong answers to {export_path}", err=True)
         return
     try:

@@ -6,6 +6,7 @@ module shares live below both, in :mod:`hammr.cli_common`.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from hammr.cli_common import (
     warn_unfinished,
 )
 from hammr.eval.executors import EXECUTORS
+from hammr.terminal_text import safe_line, safe_text
 
 EPILOG_EVAL = """\b
 Examples:
@@ -42,7 +44,9 @@ If the run is interrupted (Ctrl-C, a crash, a killed job), run the same command 
 samples already stored are skipped and the rest are asked, so nothing is counted twice.
 The run name defaults to SUITE-SYSTEM-DATE, so the same command on the same day resumes.
 A sample that fails (timeout, exception, unreadable image, LLM server failure) is stored
-with score 0 and its status; --retry-failed asks those again.
+with score 0 and its status; --retry-failed asks those again (each keeps its record until
+its new answer is stored). One `hammr eval` drives a run at a time: a second one on a live
+run is refused, naming it; a killed one does not hold the run.
 
 """ + systems_epilog()
 
@@ -255,8 +259,9 @@ def eval_cmd(
     from hammr.config import ConfigError, load_config
     from hammr.eval.executors import ExecutorError
     from hammr.eval.job import EvalJob, resolve_judge, sample_timeout, work_counted
-    from hammr.eval.runner import EvalOutcome, EvalProgress, plan_samples, run_samples, sample_key
-    from hammr.eval.store import FAILED_STATUSES, StoreError
+    from hammr.eval.runner import EvalOutcome, EvalProgress, run_samples, sample_key
+    from hammr.eval.runner import planned as plan_run
+    from hammr.eval.store import StoreError
     from hammr.eval.suites import load_suite
 
     if executor == "local" and (ray_address or ship_images is not None):
@@ -289,6 +294,7 @@ def eval_cmd(
             timeout_s=budget,
             work=work,
             concurrency=concurrency,
+            metrics_used=tuple(sorted({e.metric for e, _ in samples if isinstance(e.metric, str)})),
         )
         # Only the local executor answers here; Ray's workers each build their own (a bad
         # configuration is then one line from the first worker that cannot start).
@@ -321,13 +327,18 @@ def eval_cmd(
                 f"run {name!r} was made with {was}; give this half its own --name, so the two "
                 "halves never mix in one run"
             )
-        if retry_failed:
-            again = store.delete_samples(name, FAILED_STATUSES)
-            if again:
-                click.echo(f"{name}: asking {again} failed samples again", err=True)
+        # Held from here to the end: a second `hammr eval` on this run is refused in one
+        # line naming this one, before it asks anything (see hammr.eval.driver_lock).
+        hold = contextlib.ExitStack()
+        hold.callback(store.close)
+        hold.enter_context(store.driving(name))
     except StoreError as e:
+        store.close()
         fail(str(e))
-    plan = plan_samples(samples, store.done_keys(name))
+    # --retry-failed: failed records stay stored until their new answers replace them.
+    plan, again = plan_run(store, name, samples, retry_failed=retry_failed)
+    if again:
+        click.echo(f"{name}: asking {len(again)} failed samples again", err=True)
     if plan.duplicates:
         click.echo(
             f"hammr: warning: {plan.duplicates} samples repeat an earlier (dataset, id) "
@@ -369,6 +380,7 @@ def eval_cmd(
                 address=ray_address,
                 ship_images=ship_images,
                 on_result=bar.on_result,
+                retry_failed=retry_failed,
             )
         assert built is not None
         return await run_samples(
@@ -379,6 +391,7 @@ def eval_cmd(
             concurrency=in_flight,
             on_result=bar.on_result,
             setup=built.prepare,
+            retry_failed=retry_failed,
         )
 
     async def go() -> EvalOutcome:
@@ -398,18 +411,18 @@ def eval_cmd(
     try:
         outcome = run_sync(go())
     except ExecutorError as e:
-        store.close()
+        hold.close()
         fail(str(e))
     except KeyboardInterrupt:
         n_stored = store.count(name)
-        store.close()
+        hold.close()
         fail(
             f"interrupted; {n_stored} samples of run {name} are stored, run the same command "
             "again to resume",
             code=130,
         )
     summary = store.summary(name)
-    store.close()
+    hold.close()  # lets go of the run, then closes the store
     rate = f", {outcome.per_second:.2f} questions/s" if outcome.ran else ""
     failed = ""
     if outcome.errors or outcome.timeouts:
@@ -507,6 +520,7 @@ def report_cmd(
     """Print the results table of one or more runs (`hammr runs` lists them)."""
     from hammr.eval.report import build_report
     from hammr.eval.store import StoreError
+    from hammr.output_file import OutputError, write_output
 
     if ablations and scaling_dir is None:
         fail("--ablation goes with --scaling DIR (where the plots are written)")
@@ -531,9 +545,9 @@ def report_cmd(
         except StoreError as e:
             store.close()
             fail(str(e))
-        except OSError as e:
+        except OutputError as e:
             store.close()
-            fail(f"cannot write into {scaling_dir}: {e}")
+            fail(str(e))
         for plot in plots:
             click.echo(f"wrote {plot.path} ({len(plot.series)} lines)", err=True)
             for note in plot.notes:
@@ -543,10 +557,8 @@ def report_cmd(
 
         try:
             size = write_report(store, runs, html_out, ci_samples=ci_samples)
-        except StoreError as e:
+        except (StoreError, OutputError) as e:
             fail(str(e))
-        except OSError as e:
-            fail(f"cannot write {html_out}: {e}")
         finally:
             store.close()
         click.echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
@@ -565,13 +577,12 @@ def report_cmd(
     finally:
         store.close()
     if out is None:
-        click.echo(text, nl=False)
+        click.echo(safe_text(text), nl=False)  # run names and question types: a file's text
         return
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-    except OSError as e:
-        fail(f"cannot write {out}: {e}")
+        write_output(out, text)
+    except OutputError as e:
+        fail(str(e))
     click.echo(f"wrote {out}", err=True)
 
 
@@ -593,10 +604,10 @@ def runs_cmd(store_path: Path | None) -> None:
             s = store.summary(name)
             failed = sum(s.statuses.get(k, 0) for k in FAILED_STATUSES)
             rows.append(
-                (
-                    name,
-                    s.info.suite,
-                    s.info.system,
+                (  # names are the store's text: made safe for a terminal
+                    safe_line(name),
+                    safe_line(s.info.suite),
+                    safe_line(s.info.system),
                     str(s.done),
                     f"{100 * s.mean:.1f}%" if s.done else "–",
                     str(failed),

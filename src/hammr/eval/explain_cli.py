@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
+from hammr.output_file import OutputError, output_target, write_output
+from hammr.terminal_text import safe_markup, safe_text
 
 if TYPE_CHECKING:
     from hammr.backends.llm.base import LLM
@@ -295,7 +297,8 @@ def print_table(
     count = {s: sum(1 for e in done if e.source == s) for s in ("run", "llm")}
     fallbacks = sum(1 for e in done if e.source == "template (llm fallback)")
     built = len(done) - count["run"]
-    table = Table(title=f"run {run}", title_justify="left", show_header=False, box=None)
+    title = f"run {safe_markup(run)}"  # a stored name: text, not markup
+    table = Table(title=title, title_justify="left", show_header=False, box=None)
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("samples explained", str(len(done)))
@@ -430,64 +433,66 @@ def explain_cmd(
         except ConfigError as e:
             fail(str(e))
 
-    sink: IO[str] | None = None
+    rows: list[str] | None = None
     if out_path is not None:
-        if out_path.is_dir():
-            fail(f"--out {out_path} is a folder; name the .jsonl file to write")
-        try:
-            sink = out_path.open("w", encoding="utf-8")
-        except OSError as e:
-            fail(f"cannot write {out_path}: {e.strerror or e}")
+        try:  # refused before the work; written once it is done
+            output_target(out_path, "the .jsonl file")
+        except OutputError as e:
+            fail(str(e))
+        rows = []
 
     flat = [r for recs in by_run.values() for r in recs]
     explained_all = run_sync(explain_with_llm(flat, llm))
-    try:
-        for run in runs:
-            explained = [e for e in explained_all if e.record.run == run]
-            scores = None
-            if references:
-                scores = score_run(
-                    explained, references, official_padding=official_padding, language=language
-                )
-            print_table(run, explained, scores, official_padding=official_padding)
-            if not references:
+    for run in runs:
+        explained = [e for e in explained_all if e.record.run == run]
+        scores = None
+        if references:
+            scores = score_run(
+                explained, references, official_padding=official_padding, language=language
+            )
+        print_table(run, explained, scores, official_padding=official_padding)
+        if not references:
+            click.echo(
+                "nothing scored: no --suite/--data-dir with reference explanations was "
+                "given (MEVQA's carry them)"
+            )
+        elif scores is not None and not scores.scored:
+            click.echo(
+                f"nothing scored: none of the run's {len(explained)} samples has a "
+                f"reference in suite {label!r} (matched by dataset and sample id)"
+            )
+        elif scores is not None:
+            if scores.language_error:
                 click.echo(
-                    "nothing scored: no --suite/--data-dir with reference explanations was "
-                    "given (MEVQA's carry them)"
-                )
-            elif scores is not None and not scores.scored:
-                click.echo(
-                    f"nothing scored: none of the run's {len(explained)} samples has a "
-                    f"reference in suite {label!r} (matched by dataset and sample id)"
-                )
-            elif scores is not None:
-                if scores.language_error:
-                    click.echo(
-                        "hammr: warning: language metrics unavailable (detection and grounding "
-                        f"are shown): {scores.language_error}",
-                        err=True,
-                    )
-                reasons = sorted(set(scores.unavailable.values()) - {scores.language_error})
-                for reason in reasons:
-                    which = [m for m, r in scores.unavailable.items() if r == reason]
-                    click.echo(f"unavailable: {', '.join(which)}: {reason}")
-                if not language:
-                    click.echo("language metrics not computed (--no-language)")
-            fell_back = [x for x in explained if x.fallback_reason]
-            if fell_back:
-                click.echo(
-                    f"hammr: warning: {len(fell_back)} LLM explanation(s) replaced by the "
-                    f"template; first: {fell_back[0].fallback_reason}",
+                    "hammr: warning: language metrics unavailable (detection and grounding "
+                    f"are shown): {scores.language_error}",
                     err=True,
                 )
-            if sink is not None:
-                for x in explained:
-                    if x.explanation is not None:
-                        sink.write(json.dumps(jsonl_row(x), ensure_ascii=False) + "\n")
-    finally:
-        if sink is not None:
-            sink.close()
-    if sink is not None:
+            reasons = sorted(set(scores.unavailable.values()) - {scores.language_error})
+            for reason in reasons:
+                which = [m for m, r in scores.unavailable.items() if r == reason]
+                click.echo(f"unavailable: {', '.join(which)}: {reason}")
+            if not language:
+                click.echo("language metrics not computed (--no-language)")
+        fell_back = [x for x in explained if x.fallback_reason]
+        if fell_back:
+            first = safe_text(str(fell_back[0].fallback_reason))  # may quote the model
+            click.echo(
+                f"hammr: warning: {len(fell_back)} LLM explanation(s) replaced by the "
+                f"template; first: {first}",
+                err=True,
+            )
+        if rows is not None:
+            rows += [
+                json.dumps(jsonl_row(x), ensure_ascii=False) + "\n"
+                for x in explained
+                if x.explanation is not None
+            ]
+    if out_path is not None and rows is not None:
+        try:
+            write_output(out_path, "".join(rows), what="the .jsonl file")
+        except OutputError as e:
+            fail(str(e))
         click.echo(f"wrote {out_path}", err=True)
 
 

@@ -76,12 +76,20 @@ class EvalJob:
     """What ``timeout_s`` counts; see :func:`work_counted`."""
     concurrency: int | None = None
     """Questions in flight per process (None: the default for the configured LLM)."""
+    metrics_used: tuple[str, ...] = ()
+    """The metrics (by name) the run's suite entries score with: each is made when the job
+    is built, so a judge that cannot be made (a BEM checkpoint that is not there, torch
+    missing) stops the run at its start in one line, not every sample as an error."""
 
     def __post_init__(self) -> None:
         if self.judge not in JUDGES or self.judge == "auto":
             raise ValueError(f"judge must be one of bem, llm, embedding, none; got {self.judge!r}")
         if self.judge == "bem" and not self.bem_checkpoint:
             raise ConfigError("--judge bem needs --bem-checkpoint PATH")
+        if self.bem_checkpoint and self.judge != "bem":
+            raise ConfigError(
+                f"--bem-checkpoint goes with --judge bem (or auto), not --judge {self.judge}"
+            )
 
     @property
     def max_pixels(self) -> int:
@@ -114,6 +122,16 @@ class EvalJob:
         return options
 
 
+@dataclass(frozen=True)
+class _MetricOf:
+    """A suite entry reduced to its metric's name, to build that metric ahead of time."""
+
+    metric: str
+    name: str = ""
+    question_type: str = ""
+    dataset: str = ""
+
+
 @dataclass
 class BuiltJob:
     """An :class:`EvalJob` made live in this process."""
@@ -127,6 +145,13 @@ class BuiltJob:
         self.metrics = default_metric_factory(
             {"encvqa": self.job.judge_options(self.llm, self.backends)}
         )
+        for name in self.job.metrics_used:
+            try:
+                self.metrics(_MetricOf(name))  # built once here, then reused
+            except Exception as e:
+                judge = f" with --judge {self.job.judge}" if name == "encvqa" else ""
+                reason = " ".join(str(e).split()) or type(e).__name__
+                raise ConfigError(f"cannot score with metric {name!r}{judge}: {reason}") from None
 
     def context(self) -> ToolContext:
         return ToolContext(backends=self.backends, llm=self.llm)

@@ -426,19 +426,65 @@ async def run_samples(
     concurrency: int = 8,
     on_result: OnResult | None = None,
     setup: Callable[[], Awaitable[None]] | None = None,
+    retry_failed: bool = False,
 ) -> EvalOutcome:
     """The executor-independent part of a run: skip what is stored, keep ``concurrency``
     samples in flight through ``answer``, commit each record the moment it comes back (this
     process alone writes the store, one transaction per sample), count the outcome.
-    ``setup`` runs once before the first sample, only when there is something to ask."""
+    ``setup`` runs once before the first sample, only when there is something to ask.
+
+    The run is held (:meth:`RunStore.driving`) throughout, so a second process on the same
+    run is refused with :class:`~hammr.eval.store.RunBusy` before it asks anything, whatever
+    the executor. ``retry_failed`` asks again the samples stored with a failed status; each
+    keeps its record until its new one replaces it (:meth:`RunStore.add`)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if store.run_info(run_name) is None:
         raise ValueError(f"run {run_name!r} is not in the store; open it first")
+    with store.driving(run_name):
+        return await _run_held(
+            answer,
+            samples,
+            store=store,
+            run_name=run_name,
+            concurrency=concurrency,
+            on_result=on_result,
+            setup=setup,
+            retry_failed=retry_failed,
+        )
+
+
+def planned(
+    store: RunStore,
+    run_name: str,
+    samples: Sequence[tuple[EntryLike, Sample]],
+    *,
+    retry_failed: bool = False,
+) -> tuple[Plan, set[tuple[str, str]]]:
+    """The plan of a run given what is stored, and the keys of the failed records it asks
+    again (``retry_failed``; empty otherwise): those count as to do, not as done."""
+    done = store.done_keys(run_name)
+    again = store.failed_keys(run_name) if retry_failed else set()
+    plan = plan_samples(samples, done - again)
+    todo = {sample_key(e, s) for e, s in plan.todo}
+    return plan, again & todo
+
+
+async def _run_held(
+    answer: Answer,
+    samples: Sequence[tuple[EntryLike, Sample]],
+    *,
+    store: RunStore,
+    run_name: str,
+    concurrency: int,
+    on_result: OnResult | None,
+    setup: Callable[[], Awaitable[None]] | None,
+    retry_failed: bool,
+) -> EvalOutcome:
     outcome = EvalOutcome()
     started = time.perf_counter()
 
-    plan = plan_samples(samples, store.done_keys(run_name))
+    plan, again = planned(store, run_name, samples, retry_failed=retry_failed)
     outcome.total, outcome.skipped, outcome.duplicates = plan.total, plan.skipped, plan.duplicates
     todo = plan.todo
     if todo and setup is not None:
@@ -448,7 +494,12 @@ async def run_samples(
     async def worker() -> None:
         for entry, sample in work:
             record = await answer(entry, sample)
-            stored = await asyncio.to_thread(store.add, record, metric=metric_name(entry))
+            stored = await asyncio.to_thread(
+                store.add,
+                record,
+                metric=metric_name(entry),
+                replace_failed=sample_key(entry, sample) in again,
+            )
             if not stored:  # another process finished it meanwhile
                 outcome.skipped += 1
                 continue

@@ -12,6 +12,7 @@ out with a note, as is a second run at a value a line already has.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 from hammr.eval.methods_report import knob_value, uses_memory
 from hammr.eval.report import Cell, aggregate_cell
 from hammr.eval.store import RunInfo, RunStore, StoreError
+from hammr.output_file import write_output
 
 __all__ = [
     "FIGURES",
@@ -135,8 +137,8 @@ def scaling_series(
 
 
 def plot_scaling(plot: ScalingPlot, path: Path, *, title: str = "") -> Path:
-    """Draw ``plot`` into the PNG ``path`` (matplotlib's Agg backend; the file is written
-    whole: to a temporary name first, then renamed)."""
+    """Draw ``plot`` into the PNG ``path`` (matplotlib's Agg backend; written through
+    :func:`hammr.output_file.write_output`: whole, and OutputError when it cannot be)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,10 +178,9 @@ def plot_scaling(plot: ScalingPlot, path: Path, *, title: str = "") -> Path:
         ax.legend(fontsize="small")
     else:
         ax.text(0.5, 0.5, "no run has this setting", ha="center", transform=ax.transAxes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    tmp.replace(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    write_output(path, buf.getvalue(), what="the PNG file")
     plot.path = path
     return path
 

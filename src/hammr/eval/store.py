@@ -7,26 +7,45 @@ Trace images live once per content hash in ``images`` and are referenced from th
 JSON by the ``{"$image": hash}`` objects that :meth:`hammr.trace.Trace.to_dict` writes.
 
 The store is safe to share between threads (one connection behind a lock) and between
-processes (WAL journal, busy timeout).
+processes (WAL journal, busy timeout). One process at a time drives a run
+(:meth:`RunStore.driving`, :mod:`hammr.eval.driver_lock`): a second ``hammr eval`` on a live
+run is refused.
+
+A failed sample asked again (``--retry-failed``) keeps its record until the new answer is
+stored: :meth:`RunStore.add` with ``replace_failed`` swaps the whole row in one transaction
+and counts the ``attempt``, so a retry that fails again or is killed leaves the old record,
+and the run never shows fewer samples than it had.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hammr.eval.driver_lock import (
+    BEAT_EVERY_S,
+    LEASE_S,
+    Driver,
+    busy_message,
+    is_alive,
+    this_driver,
+)
 from hammr.eval.types import RunRecord
 from hammr.sqlite_file import SqliteFile
 from hammr.trace import Trace, image_refs
 from hammr.values import Image
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -58,6 +77,7 @@ CREATE TABLE IF NOT EXISTS samples (
     finished          TEXT NOT NULL,
     agent             TEXT,
     error_kinds       TEXT,
+    attempt           INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run, dataset, sample_id)
 );
 CREATE INDEX IF NOT EXISTS samples_by_group ON samples (run, question_type, dataset);
@@ -65,17 +85,34 @@ CREATE TABLE IF NOT EXISTS images (
     hash TEXT PRIMARY KEY,
     png  BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS drivers (
+    run         TEXT PRIMARY KEY,
+    token       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_started TEXT NOT NULL,
+    since       TEXT NOT NULL,
+    heartbeat   REAL NOT NULL
+);
 """
 
 # Columns added by schema version 2 (filled when a sample is added; a store made before them
 # gets them on open, backfilled from the stored traces): see :func:`trace_facets`.
 _FACET_COLUMNS = (("agent", "TEXT"), ("error_kinds", "TEXT"))
+# Added by schema version 3: the attempt a record is (see RunRecord.attempt).
+_ATTEMPT_COLUMN = ("attempt", "INTEGER NOT NULL DEFAULT 0")
 _FACET_INDEXES = """
 CREATE INDEX IF NOT EXISTS samples_by_agent ON samples (run, agent);
 CREATE INDEX IF NOT EXISTS samples_by_error_kinds ON samples (run, error_kinds);
 CREATE INDEX IF NOT EXISTS samples_by_score ON samples (run, score);
 """
 BACKFILL_BATCH = 500
+_REPLACED_COLUMNS = (
+    *("question_type", "question", "answers", "prediction", "score", "judge", "metric"),
+    *("status", "error", "latency_s", "prompt_tokens", "completion_tokens", "llm_calls"),
+    *("trace", "finished", "agent", "error_kinds"),
+)
+"""What a retry replaces of a failed record: everything but its key, place and attempt."""
 
 FILTER_COLUMNS = ("dataset", "question_type", "status", "judge", "metric", "agent")
 """Columns :meth:`RunStore.records` can filter on (a value, or a list of accepted values).
@@ -90,6 +127,10 @@ that failed); ``hammr eval --retry-failed`` asks them again."""
 
 class StoreError(ValueError):
     """The store cannot do what was asked (unknown run, run name taken, bad filter, ...)."""
+
+
+class RunBusy(StoreError):
+    """Another live process drives the run (:meth:`RunStore.driving`); the message names it."""
 
 
 def default_store_path() -> Path:
@@ -200,15 +241,29 @@ def _walk(trace: Trace) -> Iterator[Trace]:
             yield from _walk(s.child)
 
 
+@dataclass
+class _Hold:
+    """This store object's hold on one run (:meth:`RunStore.driving`)."""
+
+    driver: Driver
+    stop: threading.Event
+    beat: threading.Thread
+    count: int = 0
+
+
 class RunStore(SqliteFile):
     """Evaluation runs in one SQLite file (see the module docstring)."""
 
-    def __init__(self, path: str | Path) -> None:
-        super().__init__(path, _SCHEMA, error=StoreError, what="run store")
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        """``create`` False: the store must exist (a command reading it); see
+        :class:`~hammr.sqlite_file.SqliteFile`."""
+        super().__init__(path, _SCHEMA, error=StoreError, what="run store", create=create)
         try:
             self._migrate()
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if self._db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
+            self._db.close()
             raise StoreError(f"{self.path}: not a usable run store ({e})") from None
 
     def _migrate(self) -> None:
@@ -217,7 +272,7 @@ class RunStore(SqliteFile):
         own transaction, so a large store is never locked for long and an interrupted
         backfill simply goes on at the next open)."""
         have = {r[1] for r in self._db.execute("PRAGMA table_info(samples)")}
-        for name, kind in _FACET_COLUMNS:
+        for name, kind in (*_FACET_COLUMNS, _ATTEMPT_COLUMN):
             if name not in have:
                 self._db.execute(f"ALTER TABLE samples ADD COLUMN {name} {kind}")
         self._db.executescript(_FACET_INDEXES)
@@ -322,10 +377,15 @@ class RunStore(SqliteFile):
 
     # -- writing ---------------------------------------------------------------------------
 
-    def add(self, record: RunRecord, *, metric: str = "") -> bool:
+    def add(self, record: RunRecord, *, metric: str = "", replace_failed: bool = False) -> bool:
         """Commit one finished sample with its trace and the trace's images.
 
-        Returns False (and changes nothing of the sample) when it is already stored.
+        Returns False (and changes nothing of the sample) when it is already stored, unless
+        ``replace_failed`` and the stored record has a failed status
+        (:data:`FAILED_STATUSES`): that record is then replaced whole, in this one
+        transaction, keeping its place in the run's order, and the new one is its next
+        ``attempt`` (``record.attempt`` is set to it). Until then the old record, its trace
+        included, stays as it was.
         """
         trace_json: str | None = None
         images: dict[str, Image] = {}
@@ -341,13 +401,24 @@ class RunStore(SqliteFile):
         missing = self._missing_images(images)
         # Encode outside the lock: PNG compression is the slow part of a commit.
         pngs = [(h, images[h].png_bytes()) for h in missing]
+        insert = (
+            f"INSERT {'' if replace_failed else 'OR IGNORE '}INTO samples (run, dataset, "
+            "sample_id, question_type, "
+            "question, answers, prediction, score, judge, metric, status, error, latency_s, "
+            "prompt_tokens, completion_tokens, llm_calls, trace, finished, agent, error_kinds) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        )
+        if replace_failed:
+            marks = ", ".join("?" for _ in FAILED_STATUSES)
+            insert += (
+                "ON CONFLICT (run, dataset, sample_id) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in _REPLACED_COLUMNS)
+                + f", attempt = samples.attempt + 1 WHERE samples.status IN ({marks})"
+            )
         with self._transaction() as db:
             db.executemany("INSERT OR IGNORE INTO images (hash, png) VALUES (?, ?)", pngs)
             cur = db.execute(
-                "INSERT OR IGNORE INTO samples (run, dataset, sample_id, question_type, "
-                "question, answers, prediction, score, judge, metric, status, error, latency_s, "
-                "prompt_tokens, completion_tokens, llm_calls, trace, finished, agent, error_kinds) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                insert,
                 (
                     record.run,
                     record.dataset,
@@ -368,9 +439,20 @@ class RunStore(SqliteFile):
                     trace_json,
                     _now(),
                     *facets,
+                    *(FAILED_STATUSES if replace_failed else ()),
                 ),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            if replace_failed:
+                record.attempt = int(
+                    db.execute(
+                        "SELECT attempt FROM samples WHERE run = ? AND dataset = ? "
+                        "AND sample_id = ?",
+                        (record.run, record.dataset, record.sample_id),
+                    ).fetchone()[0]
+                )
+            return True
 
     def _missing_images(self, images: Mapping[str, Image]) -> list[str]:
         if not images:
@@ -390,6 +472,86 @@ class RunStore(SqliteFile):
             (r[0], r[1])
             for r in self._query("SELECT dataset, sample_id FROM samples WHERE run = ?", (run,))
         }
+
+    def failed_keys(self, run: str) -> set[tuple[str, str]]:
+        """(dataset, sample_id) of the samples of ``run`` stored with a failed status."""
+        marks = ", ".join("?" for _ in FAILED_STATUSES)
+        return {
+            (r[0], r[1])
+            for r in self._query(
+                f"SELECT dataset, sample_id FROM samples WHERE run = ? AND status IN ({marks})",
+                (run, *FAILED_STATUSES),
+            )
+        }
+
+    # -- who drives a run ------------------------------------------------------------------
+
+    @contextmanager
+    def driving(self, run: str, *, lease_s: float = LEASE_S) -> Iterator[Driver]:
+        """Hold ``run`` as its one driver while inside (see :mod:`hammr.eval.driver_lock`):
+        raises :class:`RunBusy` (one line naming the live driver) when another live process
+        holds it; a dead holder is taken over. A heartbeat thread keeps the hold fresh, and
+        leaving lets go. Re-entrant within one store object (the command holds the run
+        before it prints anything; the executor it calls holds it too)."""
+        held: dict[str, _Hold] = self.__dict__.setdefault("_driving", {})
+        if run not in held:
+            me = this_driver()
+            holder = self._take_driver(run, me, lease_s)
+            if holder is not None:
+                raise RunBusy(busy_message(run, holder, lease_s))
+            stop = threading.Event()
+            beat = threading.Thread(
+                target=self._beat, args=(run, me.token, stop), name="hammr-driver-heartbeat"
+            )
+            beat.daemon = True
+            held[run] = _Hold(me, stop, beat)
+            beat.start()
+        hold = held[run]
+        hold.count += 1
+        try:
+            yield hold.driver
+        finally:
+            hold.count -= 1
+            if hold.count == 0:  # the last one out lets go
+                del held[run]
+                hold.stop.set()
+                hold.beat.join()
+                with contextlib.suppress(sqlite3.Error), self._transaction() as db:
+                    db.execute(
+                        "DELETE FROM drivers WHERE run = ? AND token = ?", (run, hold.driver.token)
+                    )
+
+    def driver(self, run: str) -> Driver | None:
+        """The process recorded as driving ``run`` (alive or not), if any."""
+        rows = self._query(
+            "SELECT token, host, pid, pid_started, since, heartbeat FROM drivers WHERE run = ?",
+            (run,),
+        )
+        return Driver(*rows[0]) if rows else None
+
+    def _take_driver(self, run: str, me: Driver, lease_s: float) -> Driver | None:
+        """Record ``me`` as the driver of ``run`` unless a live one holds it (returned)."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT token, host, pid, pid_started, since, heartbeat FROM drivers WHERE run = ?",
+                (run,),
+            ).fetchone()
+            if row is not None and is_alive(Driver(*row), lease_s=lease_s):
+                return Driver(*row)
+            db.execute(
+                "INSERT OR REPLACE INTO drivers (run, token, host, pid, pid_started, since, "
+                "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run, me.token, me.host, me.pid, me.pid_started, me.since, me.heartbeat),
+            )
+        return None
+
+    def _beat(self, run: str, token: str, stop: threading.Event) -> None:
+        while not stop.wait(BEAT_EVERY_S):
+            with contextlib.suppress(sqlite3.Error), self._transaction() as db:
+                db.execute(
+                    "UPDATE drivers SET heartbeat = ? WHERE run = ? AND token = ?",
+                    (time.time(), run, token),
+                )
 
     @staticmethod
     def _where(run: str, filters: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
@@ -464,14 +626,15 @@ class RunStore(SqliteFile):
     ) -> list[RunRecord]:
         cols = (
             "run, sample_id, dataset, question_type, question, answers, prediction, score, "
-            "judge, status, error, latency_s, prompt_tokens, completion_tokens, llm_calls"
+            "judge, status, error, latency_s, prompt_tokens, completion_tokens, llm_calls, "
+            "attempt"
         )
         sql = f"SELECT {cols}, {'trace' if traces else 'NULL'} FROM samples WHERE {where} "
         sql += "ORDER BY rowid LIMIT ? OFFSET ?"
         rows = self._query(sql, [*params, -1 if limit is None else limit, max(0, offset)])
         out: list[RunRecord] = []
         for r in rows:
-            trace = Trace.from_dict(json.loads(r[15])) if r[15] else None
+            trace = Trace.from_dict(json.loads(r[16])) if r[16] else None
             if trace is not None and images:
                 self._attach(trace)
             out.append(
@@ -491,6 +654,7 @@ class RunStore(SqliteFile):
                     prompt_tokens=r[12],
                     completion_tokens=r[13],
                     llm_calls=r[14],
+                    attempt=r[15],
                     trace=trace,
                 )
             )

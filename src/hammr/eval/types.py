@@ -84,3 +84,6 @@ class RunRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: int = 0
+    attempt: int = 0
+    """0 for the sample's first stored answer; each ``--retry-failed`` that replaced a failed
+    record adds 1 (so an experience taken from an earlier attempt is told apart)."""

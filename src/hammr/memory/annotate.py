@@ -52,6 +52,7 @@ from hammr.backends.llm.base import (
 from hammr.grammar_bounds import tokens_for
 from hammr.memory.annotation_replies import (
     ReplyProblem,
+    answer_mentions,
     answer_terms,
     check_reply,
     reply_grammar,
@@ -283,6 +284,7 @@ class HindsightAnnotator:
         n = len(t.steps)
         e = t.first
         forbidden = answer_terms(e.state.question, e.provenance.answers)
+        mentions = answer_mentions(e.state.question, e.provenance.answers)
         messages: list[Message] = [self.first_message(t)]
         reply, problem = "", ""
         for attempt in range(1, self.max_attempts + 1):
@@ -292,7 +294,7 @@ class HindsightAnnotator:
                 raise AnnotationFailed(f"the model failed: {err}", reply, attempt) from None
             reply = resp.text
             try:
-                checked = check_reply(reply, n, forbidden)
+                checked = check_reply(reply, n, forbidden, mentions=mentions)
             except ReplyProblem as err:
                 problem = str(err)
                 messages += [

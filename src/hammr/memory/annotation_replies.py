@@ -11,7 +11,13 @@ words that can be sent back to the model.
 them about the same images; it must teach an approach, not carry this question's answer.
 :func:`answer_terms` lists what it must not contain: each ground-truth answer of 3 or more
 characters (shorter ones, ``no`` or ``3``, are too common in ordinary advice to test) and, for
-an option letter, the option's text when the question lists it (``B. blue``).
+an option letter, the option's text when the question lists it (``B. blue``). Where a sentence
+of the guidance states an answer ("... is the correct answer", "the answer was ...", "the
+right count is ..."), :func:`answer_mentions` adds every answer however short, in digits or
+in words (``4``, ``four``), and a number within an answer (``4`` of ``4 cars``); so guidance
+may still quote a tool's output ("DetectObject returned 4 boxes"), but not say it is the
+answer. Guidance that speaks of the correct answer or the ground truth at all is refused
+too: it is about this question, not an approach another can reuse.
 """
 
 from __future__ import annotations
@@ -123,7 +129,125 @@ def answer_terms(question: str, answers: Sequence[str]) -> list[str]:
 
 def reveals(guidance: str, term: str) -> bool:
     flat = " ".join(guidance.split())
-    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", flat, re.IGNORECASE) is not None
+    if term.isdigit():  # 4 but not 4.5, 1,400 or 42
+        pattern = rf"(?<![\w.,]){term}(?![\w]|[.,]\d)"
+    elif len(term) == 1 and term.isalpha():
+        # an option letter: as written, and not the article or pronoun ("A count is ...")
+        return re.search(rf"(?<!\w){term.upper()}(?!\w)(?!\s+[a-z])", flat) is not None
+    else:
+        pattern = rf"(?<!\w){re.escape(term)}(?!\w)"
+    return re.search(pattern, flat, re.IGNORECASE) is not None
+
+
+_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def number_words(n: int) -> list[str]:
+    """``n`` (0-99) in English words: ``four``, ``twenty-one`` and ``twenty one``; [] beyond."""
+    if 0 <= n < 20:
+        return [_UNITS[n]]
+    if 20 <= n < 100:
+        tens, unit = divmod(n, 10)
+        if unit == 0:
+            return [_TENS[tens - 2]]
+        return [f"{_TENS[tens - 2]}-{_UNITS[unit]}", f"{_TENS[tens - 2]} {_UNITS[unit]}"]
+    return []
+
+
+_WORD_VALUES = {w: n for n in range(100) for w in number_words(n)}
+
+
+def spellings(term: str) -> list[str]:
+    """``term`` and, for a whole number under 100, its other spelling (``4`` and ``four``,
+    ``twenty-one`` and ``21``)."""
+    flat = " ".join(term.lower().split())
+    if flat.isdigit():
+        return [flat, *number_words(int(flat))]
+    if flat in _WORD_VALUES:
+        n = _WORD_VALUES[flat]
+        return [flat, *(w for w in number_words(n) if w != flat), str(n)]
+    return [flat]
+
+
+def answer_mentions(question: str, answers: Sequence[str]) -> list[str]:
+    """What guidance must not name in a sentence that states an answer
+    (:func:`states_answer`): every answer however short (for an option letter, the letter
+    and the option's text), each in digits and in words, and each number within an answer."""
+    terms: list[str] = []
+    for a in answers:
+        a = " ".join(str(a).split())
+        found = [a]
+        m = _OPTION_LABEL.match(a)
+        if m is not None:
+            letter = m.group(1).upper()
+            found = [letter, option_text(question, letter) or ""]
+        found += re.findall(r"(?<![\w.,])\d+(?![\w]|[.,]\d)", a)
+        for term in filter(None, found):
+            letter_only = len(term) == 1 and term.isalpha()  # kept as written: see reveals
+            for spelling in [term] if letter_only else spellings(term):
+                if spelling not in terms:
+                    terms.append(spelling)
+    return terms
+
+
+_STATES_ANSWER = re.compile(
+    r"\b(?:correct|right|true|actual|expected|real|final)\s+"
+    r"(?:answer|count|number|total|value|result)s?\b"
+    r"|\bground[- ]truth\b"
+    r"|\banswer(?:s|ed)?\s+(?:is|was|are|were|should|would|must|of|equals?)\b"
+    r"|\banswer(?:s|ed)?\s*[:=]"
+    r"|\b(?:is|was|are|were)\s+(?:actually|correct|the\s+answer)\b"
+    r"|\bshould\s+have\s+(?:been|said|answered|counted|found)\b",
+    re.IGNORECASE,
+)
+"""A sentence that states what the answer is (or was, or should have been)."""
+
+_SPEAKS_OF_ANSWER = re.compile(
+    r"\b(?:correct|right|true|actual|expected)\s+answers?\b|\bground[- ]truth\b",
+    re.IGNORECASE,
+)
+"""Words about this question's own answer, which no other question shares."""
+
+
+def states_answer(sentence: str) -> bool:
+    """Whether ``sentence`` says what an answer is, was or should have been."""
+    return _STATES_ANSWER.search(sentence) is not None
+
+
+def _sentences_of(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
+
+
+def stated_answer(guidance: str, mentions: Sequence[str]) -> str | None:
+    """The first of ``mentions`` that ``guidance`` names in a sentence stating an answer."""
+    for sentence in _sentences_of(guidance):
+        if states_answer(sentence):
+            hit = next((t for t in mentions if reveals(sentence, t)), None)
+            if hit is not None:
+                return hit
+    return None
 
 
 def sentences(text: str) -> int:
@@ -145,7 +269,13 @@ def _json_object(text: str) -> Any:
         raise ReplyProblem(f"it is not valid JSON ({e.msg} at character {e.pos})") from None
 
 
-def _entry_problems(step: int, score: Any, guidance: Any, forbidden: Sequence[str]) -> list[str]:
+def _entry_problems(
+    step: int,
+    score: Any,
+    guidance: Any,
+    forbidden: Sequence[str],
+    mentions: Sequence[str] = (),
+) -> list[str]:
     """What is wrong with one step's score and guidance (nothing: an empty list)."""
     out: list[str] = []
     if isinstance(score, bool) or not isinstance(score, int) or not 0 <= score <= MAX_SCORE:
@@ -163,18 +293,28 @@ def _entry_problems(step: int, score: Any, guidance: Any, forbidden: Sequence[st
             f"step {step}'s guidance has {n_sentences} sentences (at most {MAX_GUIDANCE_SENTENCES})"
         )
     leaked = next((t for t in forbidden if reveals(guidance, t)), None)
+    if leaked is None:
+        leaked = stated_answer(guidance, mentions)
     if leaked is not None:
         out.append(
             f"step {step}'s guidance gives away this question's answer ({leaked!r}); advise "
             "on the approach instead"
         )
+    elif (m := _SPEAKS_OF_ANSWER.search(guidance)) is not None:
+        out.append(
+            f"step {step}'s guidance speaks of this question's answer ({m.group(0)!r}); advise "
+            "on an approach that other questions can reuse instead"
+        )
     return out
 
 
-def check_reply(text: str, n: int, forbidden: Sequence[str] = ()) -> list[tuple[int, str]]:
+def check_reply(
+    text: str, n: int, forbidden: Sequence[str] = (), *, mentions: Sequence[str] = ()
+) -> list[tuple[int, str]]:
     """(score, guidance) for steps 1..n from a reply, or :class:`ReplyProblem` saying all
     that is wrong with it. ``forbidden``: what the guidance must not contain
-    (:func:`answer_terms`)."""
+    (:func:`answer_terms`); ``mentions``: what it must not name in a sentence that states an
+    answer (:func:`answer_mentions`)."""
     doc = _json_object(text)
     steps = doc.get("steps") if isinstance(doc, dict) else None
     if not isinstance(steps, list):
@@ -201,7 +341,7 @@ def check_reply(text: str, n: int, forbidden: Sequence[str] = ()) -> list[tuple[
             score = int(score)
         if isinstance(guidance, str):
             guidance = " ".join(guidance.split())
-        wrong = _entry_problems(step, score, guidance, forbidden)
+        wrong = _entry_problems(step, score, guidance, forbidden, mentions)
         if wrong:
             problems += wrong
         elif isinstance(score, int) and isinstance(guidance, str):
@@ -219,12 +359,17 @@ __all__ = [
     "MAX_GUIDANCE_SENTENCES",
     "MIN_ANSWER_CHARS",
     "ReplyProblem",
+    "answer_mentions",
     "answer_terms",
     "check_reply",
+    "number_words",
     "option_text",
     "reply_grammar",
     "reply_schema",
     "reveals",
     "sentences",
+    "spellings",
+    "stated_answer",
+    "states_answer",
     "takes_json_schema",
 ]

@@ -303,6 +303,16 @@ def _blob(vector: np.ndarray) -> bytes:
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
+def _first_meta(viewpoints: Sequence[str] | None) -> list[tuple[str, str]]:
+    """A new bank's ``meta`` rows."""
+    return [
+        ("format", FORMAT),
+        ("created", _now()),
+        ("viewpoints", json.dumps(list(viewpoints or ALL_VIEWPOINTS))),
+        ("generation", "0"),
+    ]
+
+
 class ExperienceBank(SqliteFile):
     """Experiences and their embeddings in one SQLite file (see the module docstring).
 
@@ -320,25 +330,37 @@ class ExperienceBank(SqliteFile):
         *,
         viewpoints: Sequence[str] | None = None,
         max_images: int = DEFAULT_MAX_IMAGES,
+        create: bool = True,
     ) -> None:
+        """``create`` False: the bank must exist (a command reading it), and opening it
+        writes nothing; see :class:`~hammr.sqlite_file.SqliteFile`."""
         self.max_images = int(max_images)
-        super().__init__(path, _SCHEMA, error=BankError, what="experience bank", reentrant=True)
+        wanted = viewpoint_names(viewpoints) if viewpoints is not None else None
+        super().__init__(
+            path,
+            _SCHEMA,
+            error=BankError,
+            what="experience bank",
+            create=create,
+            seed=[
+                ("INSERT INTO meta (key, value) VALUES (?, ?)", row) for row in _first_meta(wanted)
+            ],
+            hint="" if create else f"; make one with `hammr memory build RUN -o {path}`",
+            reentrant=True,
+        )
         try:
             fmt = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         except sqlite3.DatabaseError as e:
+            self._db.close()
             raise BankError(f"{self.path}: not a usable experience bank ({e})") from None
         self._images: OrderedDict[str, Image | None] = OrderedDict()
-        wanted = viewpoint_names(viewpoints) if viewpoints is not None else None
-        if fmt is None:
+        if fmt is None and not create:
+            self._db.close()
+            raise BankError(f"{self.path}: not a usable experience bank (it records no format)")
+        if fmt is None:  # one of ours made before new banks got their first rows at once
             with self._transaction() as db:
                 db.executemany(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("format", FORMAT),
-                        ("created", _now()),
-                        ("viewpoints", json.dumps(list(wanted or ALL_VIEWPOINTS))),
-                        ("generation", "0"),
-                    ],
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", _first_meta(wanted)
                 )
         elif fmt[0] != FORMAT:
             self._db.close()
@@ -761,6 +783,16 @@ class ExperienceBank(SqliteFile):
             ):
                 out[int(r[0])] = _stored(r)
         return out
+
+    def holds_model_work(self) -> bool:
+        """Whether the bank holds work that costs to make again: an annotation or a
+        vector (experiences alone are copied from the run store in a moment)."""
+        return bool(
+            self._query(
+                "SELECT 1 FROM experiences WHERE score IS NOT NULL "
+                "UNION ALL SELECT 1 FROM vectors LIMIT 1"
+            )
+        )
 
     def info(self) -> BankInfo:
         n, annotated, correct, samples = self._query(

@@ -21,7 +21,9 @@ step of a stored trace, and each step of every child agent's trace nested in it,
   the ground-truth answers (for the annotator; never shown to an agent) and the prediction.
 
 An experience's ``id`` is a stable hash of (run, dataset, sample id, trace path, step), so
-harvesting a run twice gives the same ids and the bank stores each once.
+harvesting a run twice gives the same ids and the bank stores each once. A sample whose
+failed record ``hammr eval --retry-failed`` replaced has a new trace: its ``attempt`` (1, 2,
+...) joins the hash, so the new steps never pass for the old ones a bank already holds.
 
 A trace may refer to an image the run store does not hold (a store copied without its
 images table, a hand-edited trace): the experience keeps the hash in ``images`` and lists it
@@ -121,6 +123,8 @@ class Provenance:
     answers: tuple[str, ...] = ()
     """The sample's ground truth, for the annotator (never shown to an agent)."""
     prediction: str | None = None
+    attempt: int = 0
+    """The stored record's attempt (:attr:`hammr.eval.types.RunRecord.attempt`)."""
 
     @property
     def source(self) -> tuple[str, str, str]:
@@ -153,9 +157,15 @@ class Experience:
         return "success" if self.provenance.correct else "failure"
 
 
-def experience_id(run: str, dataset: str, sample_id: str, trace_path: str, step: int) -> str:
-    """The stable id of the experience made from one step (24 hex digits)."""
-    key = json.dumps([run, dataset, sample_id, trace_path, step], ensure_ascii=False)
+def experience_id(
+    run: str, dataset: str, sample_id: str, trace_path: str, step: int, attempt: int = 0
+) -> str:
+    """The stable id of the experience made from one step (24 hex digits); ``attempt`` (of a
+    retried sample) counts only when it is not 0, so first answers keep their ids."""
+    parts: list[object] = [run, dataset, sample_id, trace_path, step]
+    if attempt:
+        parts.append(attempt)
+    key = json.dumps(parts, ensure_ascii=False)
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
@@ -295,7 +305,7 @@ def experiences_from_trace(
             prov = replace(source, trace_path=path, step=i, agent=t.agent)
             out.append(
                 Experience(
-                    id=experience_id(prov.run, prov.dataset, prov.sample_id, path, i),
+                    id=experience_id(prov.run, prov.dataset, prov.sample_id, path, i, prov.attempt),
                     state=state,
                     action=action_text(step),
                     tool=step.tool,
@@ -353,6 +363,7 @@ def sample_experiences(
         sample_score=float(record.score),
         answers=tuple(record.answers),
         prediction=record.prediction,
+        attempt=record.attempt,
     )
     task = Task(record.dataset, record.question_type)
     return experiences_from_trace(trace, template, task, clip=clip, has_image=has_image)

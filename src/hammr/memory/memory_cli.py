@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option, unfinished_run
+from hammr.cli_common import (
+    config_option,
+    fail,
+    open_store,
+    require_question,
+    store_option,
+    unfinished_run,
+)
+from hammr.terminal_text import safe_json, safe_line, safe_text
 
 if TYPE_CHECKING:
     from hammr.config import Config
@@ -151,7 +159,7 @@ def _open_existing(path: Path, embedder: object | None = None) -> ExperienceBank
     if not path.is_file():
         fail(f"no experience bank at {path} (make one with `hammr memory build RUN -o {path}`)")
     try:
-        return ExperienceBank(path, embedder)
+        return ExperienceBank(path, embedder, create=False)
     except (BankError, EmbedderError) as e:
         fail(str(e))
 
@@ -330,7 +338,7 @@ def build_cmd(
         bank = ExperienceBank(out_path, viewpoints=viewpoints)
     except BankError as e:
         fail(str(e))
-    with bank:
+    with bank, bank.removed_on_failure(bank.holds_model_work):
         added = bank.add(harvest.experiences, store)
         store.close()
         skipped = ", ".join(f"{n} {why}" for why, n in harvest.skipped.items())
@@ -383,7 +391,7 @@ def build_cmd(
         built = info.built()
         click.echo(f"viewpoints built: {', '.join(built) if built else 'none'}")
         for name, why in info.skipped().items():
-            click.echo(f"  skipped {name}: {why}")
+            click.echo(safe_text(f"  skipped {name}: {why}"))
         click.echo(f"bank: {bank.path}: {info.experiences} experiences, {info.annotated} annotated")
 
 
@@ -423,7 +431,7 @@ def _annotate(
 
     report = run_sync(go())
     for line in report.lines():
-        click.echo(line)
+        click.echo(safe_text(line))  # failures quote the hindsight model
 
 
 def _build_bar(show: bool) -> Any:
@@ -524,16 +532,18 @@ def show_cmd(bank_path: Path, as_json: bool, examples: int) -> None:
                 "examples": [_experience_doc(s) for s in rows],
             }
         )
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        click.echo(safe_json(json.dumps(doc, indent=2, ensure_ascii=False)))
         return
+    # the bank holds models' and datasets' text: every line of it made safe for a terminal
     for line in info.lines():
-        click.echo(line)
+        click.echo(safe_text(line))
     click.echo(
         f"annotated by source: {by_source[True][1]} of {by_source[True][0]} from correct "
         f"answers, {by_source[False][1]} of {by_source[False][0]} from incorrect ones"
     )
     if annotators:
-        click.echo("annotators: " + ", ".join(f"{a or '?'} ({n})" for a, n in annotators.items()))
+        who = ", ".join(f"{a or '?'} ({n})" for a, n in annotators.items())
+        click.echo(safe_line(f"annotators: {who}"))
     if scores:
         click.echo("scores:")
         top = max(scores.values())
@@ -544,15 +554,17 @@ def show_cmd(bank_path: Path, as_json: bool, examples: int) -> None:
     if failures:
         click.echo(f"not annotated: {len(failures)} trajectories (rerun `hammr memory build`)")
         for f in failures[:10]:
-            click.echo(f"  {f.place()}: {clip_text(f.reason, 200)}")
+            click.echo(safe_line(f"  {f.place()}: {clip_text(f.reason, 200)}"))
     if rows:
         click.echo("examples:")
         for s in rows:
             d = _experience_doc(s)
             click.echo(
-                f"  [{d['score']}/10, from {d['learned_from']}] {d['action']}  ({d['source']})"
+                safe_line(
+                    f"  [{d['score']}/10, from {d['learned_from']}] {d['action']}  ({d['source']})"
+                )
             )
-            click.echo(f"      {d['guidance']}")
+            click.echo(safe_text(f"      {d['guidance']}"))
 
 
 # -- search -----------------------------------------------------------------------------------
@@ -614,7 +626,7 @@ def search_cmd(
 ) -> None:
     """Search an experience bank with a question (and its images), as the muse agent does at
     the start of an attempt: the state is the question, its task and its images, with no
-    history yet.
+    history yet. QUESTION: at most 4,000 characters, as for `hammr ask`.
     """
     from hammr.backends.llm.base import run_sync
     from hammr.config import ConfigError
@@ -624,6 +636,7 @@ def search_cmd(
     from hammr.memory.viewpoints import ViewpointError
     from hammr.values import Image, ImageLoadError
 
+    require_question(question)
     cfg = _config(config_path)
     if not bank_path.is_file():
         fail(f"no experience bank at {bank_path} (make one with `hammr memory build`)")
@@ -677,12 +690,12 @@ def search_cmd(
             "viewpoints": names,
             "k": settings.k,
         }
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        click.echo(safe_json(json.dumps(doc, indent=2, ensure_ascii=False)))
         return
     how = "wide search" if len(names) == 1 else f"deep search over {', '.join(names)}"
     click.echo(f"{how}: {len(result.hits)} hit(s)")
     for note in result.notes:
-        click.echo(f"note: {note}")
+        click.echo(safe_text(f"note: {note}"))
     if not result.hits:
         return
     head = ("#", "sim", "score", "from", "viewpoint", "round", "source")
@@ -692,9 +705,9 @@ def search_cmd(
             f"{h.similarity:.3f}",
             "-" if h.score is None else f"{h.score}/10",
             h.learned_from,
-            h.viewpoint,
+            safe_line(h.viewpoint),
             str(h.round),
-            h.provenance.place(),
+            safe_line(h.provenance.place()),  # a run's and a dataset's names
         )
         for i, h in enumerate(result.hits, 1)
     ]
@@ -702,8 +715,8 @@ def search_cmd(
     click.echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(head)).rstrip())
     for r, h in zip(rows, result.hits, strict=True):
         click.echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
-        click.echo(f"    action: {h.experience.action}")
-        click.echo(f"    guidance: {h.guidance or '(none)'}")
+        click.echo(safe_line(f"    action: {h.experience.action}"))
+        click.echo(safe_text(f"    guidance: {h.guidance or '(none)'}"))
 
 
 __all__ = ["build_cmd", "configured_embedder", "memory", "search_cmd", "show_cmd"]

@@ -110,7 +110,7 @@ def open_bank(path: str | Path, backends: Mapping[str, Any], who: str = "muse") 
             "[tools.similarity] in hammr.toml), the one the bank was built with"
         )
     try:
-        with ExperienceBank(file) as probe:
+        with ExperienceBank(file, create=False) as probe:
             built_with = probe.embedder_name
     except BankError as e:
         raise SpecError(f"{who}: {e}") from None
@@ -125,7 +125,7 @@ def open_bank(path: str | Path, backends: Mapping[str, Any], who: str = "muse") 
         except EmbedderError:
             continue
     try:
-        return ExperienceBank(file, chosen)
+        return ExperienceBank(file, chosen, create=False)
     except (BankError, EmbedderError) as e:
         raise SpecError(f"{who}: {e}") from None
 

@@ -13,7 +13,9 @@ from typing import Any
 import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option, unfinished_run
+from hammr.memory.experiences import clip_text
 from hammr.muse.trajectories import BaselineError, Kind, MemoryFile, QuestionEmbedder
+from hammr.terminal_text import safe_line
 
 
 def _embedder(cfg: Any) -> QuestionEmbedder:
@@ -83,6 +85,22 @@ def _memory(output: Path, kind: Kind) -> MemoryFile:
         return MemoryFile(output, kind)
     except BaselineError as e:
         fail(str(e))
+
+
+def _refuse_if_nothing_made(
+    memory: MemoryFile, made: int, already: int, unusable: dict[str, list[str]]
+) -> None:
+    """A clean exit when every model call failed and the memory held nothing before: it
+    would recall nothing, yet a system would take it (a file this command made is then
+    removed, by :meth:`~hammr.sqlite_file.SqliteFile.removed_on_failure`)."""
+    if made or already or not unusable:
+        return
+    last = next((e[-1] for e in reversed(unusable.values()) if e), "no reply")
+    kept = "" if memory.created else f"; {memory.path} is unchanged"
+    fail(
+        f"no model call of {len(unusable)} succeeded, so no {memory.kind} memory was made "
+        f"(the last: {clip_text(last, 300)}){kept}"
+    )
 
 
 @contextmanager
@@ -179,22 +197,29 @@ def reflect_cmd(
     with a reflection are skipped. Then evaluate with it:
 
     \b
-      hammr eval --suite vstar --split exploration --system react --name explore
+      hammr eval --suite muse-mc --data-dir DATA --system react --split exploration --name explore
       hammr memory reflect explore -o reflexion.db
-      hammr eval --suite vstar --system reflexion --memory reflexion.db
+      hammr eval --suite muse-mc --data-dir DATA --system reflexion --memory reflexion.db \\
+        --split evaluation
     """
     from hammr.muse.reflexion import build_reflections
 
     _check_runs(store_path, runs, "reflections")
     store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path)
-    with store, _memory(output, "reflexion") as memory, _progress("reflecting") as (start, done):
-        report = _run(
-            build_reflections(
-                store, list(runs), memory, llm, embedder,
-                correct_at=correct_at, grammar=grammar, attempts=attempts,
-                concurrency=concurrency, on_start=start, on_done=done,
-            )
-        )  # fmt: skip
+    with (
+        store,
+        _memory(output, "reflexion") as memory,
+        memory.removed_on_failure(memory.holds_model_work),
+    ):
+        with _progress("reflecting") as (start, done):
+            report = _run(
+                build_reflections(
+                    store, list(runs), memory, llm, embedder,
+                    correct_at=correct_at, grammar=grammar, attempts=attempts,
+                    concurrency=concurrency, on_start=start, on_done=done,
+                )
+            )  # fmt: skip
+        _refuse_if_nothing_made(memory, report.made, report.already, report.unusable)
     if report.failed == 0:
         click.echo(
             f"warning: {', '.join(runs)} has no failed sample ({report.samples} finished, all "
@@ -207,7 +232,7 @@ def reflect_cmd(
         f"{report.failed} failed of {report.samples} samples"
     )
     for sample, errors in report.unusable.items():
-        click.echo(f"  {sample}: {errors[-1] if errors else 'no reply'}", err=True)
+        click.echo(safe_line(f"  {sample}: {errors[-1] if errors else 'no reply'}"), err=True)
     if report.skipped:
         why = ", ".join(f"{n} {reason}" for reason, n in report.skipped.items())
         click.echo(f"  samples not read: {why}")
@@ -249,22 +274,29 @@ def insights_cmd(
     an interruption: finished calls are not made again. Then evaluate with it:
 
     \b
-      hammr eval --suite vstar --split exploration --system react --name explore
+      hammr eval --suite muse-mc --data-dir DATA --system react --split exploration --name explore
       hammr memory insights explore -o expel.db
-      hammr eval --suite vstar --system expel --memory expel.db
+      hammr eval --suite muse-mc --data-dir DATA --system expel --memory expel.db \\
+        --split evaluation
     """
     from hammr.muse.expel import extract_insights
 
     _check_runs(store_path, runs, "insights")
     store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path)
-    with store, _memory(output, "expel") as memory, _progress("insights") as (start, done):
-        report = _run(
-            extract_insights(
-                store, list(runs), memory, llm, embedder,
-                correct_at=correct_at, grammar=grammar, cap=cap, batch_size=batch_size,
-                attempts=attempts, on_start=start, on_done=done,
-            )
-        )  # fmt: skip
+    with (
+        store,
+        _memory(output, "expel") as memory,
+        memory.removed_on_failure(memory.holds_model_work),
+    ):
+        with _progress("insights") as (start, done):
+            report = _run(
+                extract_insights(
+                    store, list(runs), memory, llm, embedder,
+                    correct_at=correct_at, grammar=grammar, cap=cap, batch_size=batch_size,
+                    attempts=attempts, on_start=start, on_done=done,
+                )
+            )  # fmt: skip
+        _refuse_if_nothing_made(memory, report.made, report.already, report.unusable)
     click.echo(
         f"{output}: {len(report.rules)} rules after {report.made} calls "
         f"({report.already} done before, {len(report.unusable)} unusable, "
@@ -276,10 +308,10 @@ def insights_cmd(
             f"  {len(report.unpaired)} failed samples have no success of their task to be "
             "compared with",
         )
-    for rule in report.rules:
-        click.echo(f"  [{rule.votes}] {rule.text}")
+    for rule in report.rules:  # the model's text, made safe for a terminal
+        click.echo(safe_line(f"  [{rule.votes}] {rule.text}"))
     for key, errors in report.unusable.items():
-        click.echo(f"  {key}: {errors[-1] if errors else 'no reply'}", err=True)
+        click.echo(safe_line(f"  {key}: {errors[-1] if errors else 'no reply'}"), err=True)
 
 
 __all__ = ["insights_cmd", "reflect_cmd"]

@@ -33,6 +33,7 @@ task (``hammr ask``) similarity alone decides.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -49,7 +50,7 @@ from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import RunRecord
 from hammr.memory.embedders import normalised
 from hammr.memory.experiences import action_text, clip_text, observation_text
-from hammr.sqlite_file import SqliteFile
+from hammr.sqlite_file import SQLITE_HEADER, SqliteFile, read_only_uri
 from hammr.trace import Trace
 
 FORMAT = "hammr-baseline-memory/1"
@@ -297,15 +298,19 @@ def _a(word: str) -> str:
 
 
 def _peek_format(path: Path) -> str | None:
-    """The file's ``meta.format`` ("" when it has none); None when it is no SQLite file."""
+    """The file's ``meta.format`` ("" when it has none); None when it is no SQLite file
+    holding tables (:class:`SqliteFile` then says what it is)."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error:
+        with path.open("rb") as f:
+            if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                return None
+        db = sqlite3.connect(read_only_uri(path), uri=True)
+    except (OSError, sqlite3.Error):
         return None
     try:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" not in tables:
-            return "" if tables else "empty"
+            return "" if tables else None
         row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         return str(row[0]) if row else ""
     except sqlite3.DatabaseError:
@@ -320,24 +325,34 @@ class MemoryFile(SqliteFile):
 
     def __init__(self, path: str | Path, kind: Kind, *, create: bool = True) -> None:
         where = Path(path).expanduser()
-        if where.exists():
+        if where.is_file():
             found = _peek_format(where)
-            if found is None:
-                raise BaselineError(f"{where}: not {_a(kind)} {kind} memory (not an SQLite file)")
             if found == BANK_FORMAT:
                 raise BaselineError(
                     f"{where} is an experience bank (for --system muse), not {_a(kind)} {kind} "
                     "memory; "
                     f"make one with `{MAKE[kind]}`"
                 )
-            if found not in (FORMAT, "empty"):
-                raise BaselineError(
-                    f"{where}: not {_a(kind)} {kind} memory (format {found or 'unknown'})"
-                )
-        elif not create:
+            if found not in (None, "", FORMAT):
+                raise BaselineError(f"{where}: not {_a(kind)} {kind} memory (format {found})")
+        elif not create and not os.path.lexists(where):
             raise BaselineError(f"{where}: no such memory file; make one with `{MAKE[kind]}`")
-        super().__init__(where, _SCHEMA, error=BaselineError, what=f"{kind} memory")
+        super().__init__(
+            where,
+            _SCHEMA,
+            error=BaselineError,
+            what=f"{kind} memory",
+            create=create,
+            seed=[
+                ("INSERT INTO meta VALUES (?, ?)", ("format", FORMAT)),
+                ("INSERT INTO meta VALUES (?, ?)", ("kind", kind)),
+            ],
+            hint="" if create else f"; make one with `{MAKE[kind]}`",
+        )
         have = self.meta()
+        if have.get("format") != FORMAT:
+            self.close()
+            raise BaselineError(f"{where}: not {_a(kind)} {kind} memory (format unknown)")
         if have.get("kind") not in (None, kind):
             other = have["kind"]
             self.close()
@@ -346,11 +361,6 @@ class MemoryFile(SqliteFile):
                 f"one with `{MAKE[kind]}`"
             )
         self.kind = kind
-        if not have:
-            with self._transaction() as db:
-                db.executemany(
-                    "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("kind", kind)]
-                )
 
     def meta(self) -> dict[str, str]:
         return {k: v for k, v in self._query("SELECT key, value FROM meta")}
@@ -424,6 +434,15 @@ class MemoryFile(SqliteFile):
         return [
             Rule(t, v) for t, v in self._query("SELECT text, votes FROM rules ORDER BY position")
         ]
+
+    def holds_model_work(self) -> bool:
+        """Whether the file holds a model's finished work (a reflection, a finished insight
+        call); ExpeL's worked examples alone are only copied and embedded."""
+        sql = {
+            "reflexion": "SELECT 1 FROM entries LIMIT 1",
+            "expel": "SELECT 1 FROM calls WHERE ok = 1 LIMIT 1",
+        }[self.kind]
+        return bool(self._query(sql))
 
     def done_calls(self) -> set[str]:
         return {r[0] for r in self._query("SELECT key FROM calls WHERE ok = 1")}

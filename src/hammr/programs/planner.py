@@ -79,7 +79,7 @@ def load_examples(path: str | Path | None = None) -> list[ProgramExample]:
             resources.files("hammr.programs").joinpath("examples.toml").read_text()
         )
     else:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
     return [
         ProgramExample(
             str(e["question"]),

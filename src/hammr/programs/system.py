@@ -24,7 +24,7 @@ from hammr.programs.interpreter import run_program
 from hammr.programs.language import Program, ProgramErrors, format_errors
 from hammr.programs.modules import modules_with
 from hammr.programs.planner import ProgramPlanner, load_examples
-from hammr.tools.base import Tool, ToolContext
+from hammr.tools.base import Tool, ToolContext, unavailable_reason
 from hammr.trace import Step, StepUsage, Trace, encode_value
 from hammr.values import Image, Value
 
@@ -211,11 +211,17 @@ def mulprog_system(
     chosen: Explainer = explainer or ("llm" if served else "template")
     system = MulProgSystem(planner, modules, explainer=chosen)
     if withheld:
+        broken = {
+            cap: why
+            for cap in dict.fromkeys(withheld.values())
+            if (why := unavailable_reason(bench.backends, cap))
+        }
         system.notes = (
             "modules withheld for want of a backend: "
             + ", ".join(f"{m} ({cap})" for m, cap in withheld.items())
             + f"; {len(examples)} of {len(load_examples())} worked examples use none of them"
             " (configure the capabilities in hammr.toml [tools.NAME] to offer them)",
+            *(f"{cap} is configured but cannot run here: {why}" for cap, why in broken.items()),
         )
     return system
 

@@ -19,7 +19,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -53,14 +53,47 @@ class BadArguments(ToolError):
 
 
 class CapabilityMissing(ToolError):
+    """The capability has no backend here: none is configured, or (``reason``) the configured
+    one cannot run (a missing program, a file that does not exist, ...), which the message
+    says rather than "not configured", so neither the agent nor its user looks in vain."""
+
     kind: ErrorKind = "capability_missing"
 
-    def __init__(self, capability: str) -> None:
-        super().__init__(
-            f"capability '{capability}' has no backend configured "
-            f"(see hammr.toml [tools.{capability}])"
-        )
+    def __init__(self, capability: str, reason: str | None = None) -> None:
+        if reason:
+            message = (
+                f"capability '{capability}' is configured but its backend cannot run here: {reason}"
+            )
+        else:
+            message = (
+                f"capability '{capability}' has no backend configured "
+                f"(see hammr.toml [tools.{capability}])"
+            )
+        super().__init__(message)
         self.capability = capability
+        self.reason = reason
+
+
+class Backends(dict[str, Any]):
+    """The backend of each capability (capability -> backend), remembering in
+    :attr:`unavailable` why a configured capability has none (capability -> reason), so a
+    tool that needs it can say the reason (:meth:`ToolContext.backend`)."""
+
+    def __init__(
+        self,
+        backends: Mapping[str, Any] | None = None,
+        unavailable: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(backends or {})
+        self.unavailable: dict[str, str] = dict(unavailable or {})
+
+
+def unavailable_reason(backends: Mapping[str, Any], capability: str) -> str | None:
+    """Why ``capability``'s configured backend could not be built, when ``backends`` knows
+    (a :class:`Backends`); None otherwise."""
+    if isinstance(backends, Backends):
+        return backends.unavailable.get(capability)
+    return None
 
 
 ParamKind = Literal[
@@ -203,7 +236,7 @@ class ToolContext:
     def backend(self, capability: str) -> Any:
         b = self.backends.get(capability)
         if b is None:
-            raise CapabilityMissing(capability)
+            raise CapabilityMissing(capability, unavailable_reason(self.backends, capability))
         return b
 
 

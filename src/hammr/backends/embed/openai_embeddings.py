@@ -9,7 +9,8 @@ The requests follow vLLM's embeddings API (docs.vllm.ai, "OpenAI Chat Embedding 
 Multimodal" and the Embeddings API of the OpenAI-compatible server):
 
 - texts, ``batch_size`` at a time: ``{"model": M, "input": [text, ...], "encoding_format":
-  "float"}`` (each text prefixed with ``text_prompt``, default none);
+  "float"}`` (each text cut to :data:`hammr.text_limits.MAX_EMBED_CHARS` characters and
+  prefixed with ``text_prompt``, default none);
 - one image per request, chat style: ``{"model": M, "messages": [{"role": "user", "content":
   [{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}, {"type": "text",
   "text": image_prompt}]}], "encoding_format": "float"}``;
@@ -37,6 +38,7 @@ from PIL import Image as PILImage
 from hammr.backends.http_client import OpenAIStyleClient, PerLoopSemaphore, gather_all
 from hammr.backends.http_replies import excerpt
 from hammr.backends.llm.base import ImagePart
+from hammr.text_limits import clip_for_embedding
 from hammr.tools.base import ToolError
 from hammr.values import Image
 
@@ -187,7 +189,7 @@ class OpenAIEmbedder(OpenAIStyleClient):
         """The request body for a batch of texts."""
         return {
             "model": self.model,
-            "input": [self.text_prompt + t for t in texts],
+            "input": [self.text_prompt + t for t in clip_for_embedding(list(texts))],
             "encoding_format": "float",
         }
 

@@ -13,6 +13,7 @@ import click
 from hammr.backends.kb.build import KBBuildError, build_kb
 from hammr.backends.kb.sqlite_kb import KBError, SqliteKB, bundled_kb_path, fts_terms
 from hammr.cli_common import fail
+from hammr.terminal_text import safe_line, safe_text
 
 
 @click.group(name="kb")
@@ -104,8 +105,9 @@ def search_cmd(path: Path, query: str, k: int) -> None:
         click.echo("no results")
     for i, page in enumerate(pages, 1):
         snippet = " ".join(page.text.split()[:30])
-        click.echo(f"{i}. {page.title}" + (f" <{page.url}>" if page.url else ""))
-        click.echo(f"   {snippet}...")
+        # the knowledge base is a file's text: made safe for a terminal
+        click.echo(safe_line(f"{i}. {page.title}" + (f" <{page.url}>" if page.url else "")))
+        click.echo(safe_line(f"   {snippet}..."))
 
 
 @kb.command(name="article")
@@ -124,5 +126,5 @@ def article_cmd(path: Path, title: str) -> None:
         base.close()
     if page is None:
         fail(f"no article found for {title!r}", code=1)
-    click.echo(f"# {page.title}" + (f" <{page.url}>" if page.url else ""))
-    click.echo(page.text)
+    click.echo(safe_line(f"# {page.title}" + (f" <{page.url}>" if page.url else "")))
+    click.echo(safe_text(page.text))

@@ -321,7 +321,10 @@ class OpenAICompatLLM(OpenAIStyleClient):
         else:
             text = choice.get("text")
         if text is None:
-            text = ""
+            # Not an empty reply but none at all (a refusal, tool calls, a reasoning model
+            # that spent max_tokens thinking): every system would read it as a format
+            # mistake by the model, so it is the server's failure, said as such.
+            raise LLMError(no_text_message(self._where(url), self.mode, choice))
         if not isinstance(text, str):
             raise LLMError(
                 f"{self._where(url)} sent a choice without text: {excerpt(json.dumps(choice))!r}"
@@ -336,6 +339,29 @@ class OpenAICompatLLM(OpenAIStyleClient):
             finish_reason=finish if isinstance(finish, str) else None,
             cached_prompt_tokens=_cached_prompt_tokens(data),
         )
+
+
+def no_text_message(where: str, mode: str, choice: dict[str, Any]) -> str:
+    """Why a reply ``choice`` whose content (chat) or text (completion) is null holds no text,
+    with what the server sent instead when it says (a refusal, tool calls, reasoning)."""
+    field = "message.content" if mode == "chat" else "text"
+    finish = choice.get("finish_reason")
+    text = f"{where} returned no text ({field} is null"
+    text += f", finish_reason: {finish})" if isinstance(finish, str) and finish else ")"
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    refusal = message.get("refusal")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(refusal, str) and refusal.strip():
+        text += f"; the model refused: {excerpt(refusal)!r}"
+    elif message.get("tool_calls"):
+        text += "; it sent tool calls, which hammr does not ask for"
+    elif isinstance(reasoning, str) and reasoning.strip():
+        text += (
+            f"; it wrote only reasoning ({len(reasoning)} characters): raise [llm] max_tokens "
+            "or turn the server's reasoning off"
+        )
+    return text
 
 
 def _count(value: object) -> int | None:

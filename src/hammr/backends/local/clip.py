@@ -31,6 +31,7 @@ from hammr.backends.local._common import (
     require_packages,
     rgb,
 )
+from hammr.text_limits import clip_for_embedding
 from hammr.values import Image
 
 DEFAULT_MODEL = "openai/clip-vit-base-patch32"
@@ -113,6 +114,7 @@ class ClipEmbedder(LocalModel):
         return np.concatenate(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
     async def embed_texts(self, texts: list[str]) -> np.ndarray:
+        texts = clip_for_embedding(texts)  # the model reads 64-77 tokens; spare the tokenizer
         rows = [
             await in_thread(self._lazy, partial(_embed_texts, texts=chunk))
             for chunk in batches(texts, self.batch_size)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytesseract
@@ -140,14 +142,18 @@ class TesseractOCR:
             ) from None
         return str(text)
 
+    def installed_languages(self) -> list[str]:
+        """The language codes tesseract has data for; [] when it cannot tell."""
+        pytesseract.pytesseract.tesseract_cmd = self.cmd
+        try:
+            return sorted(str(code) for code in pytesseract.get_languages(config=""))
+        except Exception:
+            return []
+
     def missing_languages(self) -> list[str]:
         """The codes in ``lang`` (``eng+deu``) whose language data tesseract does not have;
         [] when it cannot tell (old builds: the OCR call then reports any problem)."""
-        pytesseract.pytesseract.tesseract_cmd = self.cmd
-        try:
-            have = set(pytesseract.get_languages(config=""))
-        except Exception:
-            return []
+        have = set(self.installed_languages())
         return [code for code in self.lang.split("+") if have and code not in have]
 
     def _check_languages(self) -> None:
@@ -156,16 +162,33 @@ class TesseractOCR:
                 return
             missing = self.missing_languages()
             if missing:
-                raise TesseractMissing(missing_languages_message(missing))
+                raise TesseractMissing(
+                    missing_languages_message(missing, self.installed_languages())
+                )
             self._langs_checked = True
 
 
-def missing_languages_message(missing: list[str]) -> str:
-    packages = " ".join(f"tesseract-ocr-{code}" for code in missing)
-    return (
-        f"tesseract has no language data for {', '.join(missing)}; "
-        f"install it with: apt-get install {packages}"
-    )
+_LANG_CODE = re.compile(r"[a-z]{3}(_[a-z]+)?")
+"""The shape of tesseract's language codes (eng, deu, chi_sim): ISO 639-2, maybe a variant."""
+
+
+def missing_languages_message(missing: list[str], installed: Sequence[str] = ()) -> str:
+    """Why ``lang`` cannot be read: a package to install for a code tesseract knows the shape
+    of, else that the setting is not a tesseract language code (``lang = "klingon"`` has no
+    package to install)."""
+    text = f"tesseract has no language data for {', '.join(missing)}"
+    if installed:
+        text += f" (installed: {', '.join(installed)})"
+    codes = [code for code in missing if _LANG_CODE.fullmatch(code)]
+    if len(codes) < len(missing):
+        text += (
+            "; tools.ocr.lang takes tesseract's language codes joined by '+', "
+            "e.g. 'eng' or 'eng+deu'"
+        )
+    if codes:
+        packages = " ".join(f"tesseract-ocr-{code.replace('_', '-')}" for code in codes)
+        text += f"; install {'them' if len(codes) > 1 else 'it'} with: apt-get install {packages}"
+    return text
 
 
 OPTIONS: dict[str, type] = {
@@ -185,9 +208,14 @@ def from_config(options: dict[str, Any]) -> TesseractOCR:
 
     opts = parse_options("tools.ocr", options, OPTIONS)
     if not tesseract_available(opts.get("cmd")):
+        if opts.get("cmd"):
+            raise BackendUnavailable(
+                f"tools.ocr.cmd = {opts['cmd']!r} is not an executable program; point it at "
+                f"the tesseract program (or remove it to use tesseract from PATH)"
+            )
         raise BackendUnavailable(f"tesseract is not installed; apt-get install {DEBIAN_PACKAGES}")
     ocr = TesseractOCR(**opts)
     missing = ocr.missing_languages()
     if missing:
-        raise BackendUnavailable(missing_languages_message(missing))
+        raise BackendUnavailable(missing_languages_message(missing, ocr.installed_languages()))
     return ocr

@@ -16,6 +16,7 @@ from rich.table import Table
 from hammr.agents.catalog import AgentCatalog
 from hammr.eval.analysis.common import md_row, pct, question_type_order
 from hammr.eval.types import RunRecord
+from hammr.terminal_text import safe_markup
 from hammr.trace import Trace
 
 NONE_CHOSEN = "(none)"
@@ -153,13 +154,18 @@ class Confusion:
         """The matrix for a terminal: specialists as short codes (legend in the caption),
         the expected specialist's cell marked with '*'."""
         codes = _codes(self.chosen)
+        # names and question types come from traces and datasets: shown as text, not markup
+        codes = {c: safe_markup(code) for c, code in codes.items()}
         head, rows = self._rows(("[bold green]", "*[/]"), codes)
-        legend = ", ".join(f"{codes[c]} = {c}" for c in self.chosen if codes[c] != c)
-        title = f"Dispatcher routing ({self.dispatcher or 'no dispatcher'})"
+        head[0] = safe_markup(head[0])
+        for r in rows:
+            r[0] = safe_markup(r[0])
+        legend = ", ".join(f"{codes[c]} = {safe_markup(c)}" for c in self.chosen if codes[c] != c)
+        title = safe_markup(f"Dispatcher routing ({self.dispatcher or 'no dispatcher'})")
         table = Table(
             title=title,
             title_justify="left",
-            caption=f"{legend}.\n{self._legend('* marks')}",
+            caption=f"{legend}.\n{safe_markup(self._legend('* marks'))}",
             caption_justify="left",
             box=box.SIMPLE_HEAD,
         )

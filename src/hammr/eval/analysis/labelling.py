@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hammr.eval.analysis.common import question_type_order
 from hammr.eval.types import RunRecord
+from hammr.output_file import open_output
 from hammr.trace import Step, Trace
 
 WRONG_BELOW = 0.5
@@ -154,12 +155,12 @@ def export_for_labelling(
     (run -> mean score over *all* the run's samples, see :func:`run_accuracy`) is stored in
     every row so that :func:`tabulate_labels` can give Table 4's 'No error' row from the
     file alone; without it the column is empty. UTF-8; read back with or without a BOM.
+    OutputError (one line) when ``path`` cannot be written; a regular file is replaced
+    whole, a device or a pipe written in place (see :mod:`hammr.output_file`).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     accuracy = accuracy or {}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
+    with open_output(path, newline="", what="the CSV file") as f:
         w = csv.writer(f)
         w.writerow(EXPORT_COLUMNS)
         for r in records:
@@ -181,5 +182,4 @@ def export_for_labelling(
                     "",
                 ]
             )
-    tmp.replace(path)
     return path

@@ -11,6 +11,7 @@ from hammr.agents.catalog import AgentCatalog
 from hammr.eval.analysis.confusion import dispatcher_confusion
 from hammr.eval.analysis.trace_errors import error_counts
 from hammr.eval.types import RunRecord
+from hammr.terminal_text import safe_markup, safe_text
 
 
 def errors_report(records: Iterable[RunRecord], catalog: AgentCatalog, *, width: int = 160) -> str:
@@ -27,7 +28,7 @@ def errors_report(records: Iterable[RunRecord], catalog: AgentCatalog, *, width:
         mine = [r for r in recs if r.run == run]
         if i:
             console.print()
-        console.print(f"Error analysis of run {run} ({len(mine)} record(s))")
+        console.print(safe_markup(f"Error analysis of run {run} ({len(mine)} record(s))"))
         console.print()
         console.print(error_counts(mine).to_rich())
         console.print()
@@ -36,5 +37,8 @@ def errors_report(records: Iterable[RunRecord], catalog: AgentCatalog, *, width:
             console.print(confusion.to_rich())
         else:
             who = confusion.dispatcher or "the catalog has no dispatcher"
-            console.print(f"Dispatcher routing: no dispatcher runs in these records ({who}).")
-    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+            console.print(
+                safe_markup(f"Dispatcher routing: no dispatcher runs in these records ({who}).")
+            )
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+    return safe_text(text)  # names, question types and errors are files' and models' text

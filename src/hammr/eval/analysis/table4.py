@@ -30,6 +30,7 @@ from rich.table import Table
 
 from hammr.eval.analysis.common import md_row, pct
 from hammr.eval.analysis.labelling import ERROR_LABELS, LABELS
+from hammr.terminal_text import safe_markup
 
 _ALIASES = {
     "tool_call_formulation": "formulation",
@@ -139,12 +140,12 @@ class LabelTable:
         table = Table(
             title="Error analysis (HAMMR Table 4)",
             title_justify="left",
-            caption=self.legend(),
+            caption=safe_markup(self.legend()),  # run names: text, not markup
             caption_justify="left",
             box=box.SIMPLE_HEAD,
         )
         for i, h in enumerate(self._head()):
-            table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+            table.add_column(safe_markup(h), justify="left" if i == 0 else "right", no_wrap=i == 0)
         rows = self._rows()
         for i, r in enumerate(rows):
             table.add_row(*r, end_section=i == len(TABLE4_ROWS) - 1)

@@ -39,6 +39,7 @@ from rich.table import Table
 
 from hammr.eval.analysis.common import md_row, question_type_order
 from hammr.eval.types import RunRecord
+from hammr.terminal_text import safe_markup
 from hammr.trace import Step, Trace
 
 FORMULATION_KINDS: tuple[str, ...] = (
@@ -219,7 +220,7 @@ class ErrorTable:
                 last = i == len(rows) - 1
                 cells = [str(r.value(c)) for c in self.columns]
                 table.add_row(
-                    r.name,
+                    safe_markup(r.name),  # an agent's or a dataset's name: text, not markup
                     str(r.runs),
                     str(r.steps),
                     *cells,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hammr.eval.types import Sample
+from hammr.text_limits import MAX_QUESTION_CHARS
 
 Loader = Callable[..., list[Sample]]
 """An adapter's loader: ``load(path, *, images, split, **options) -> list[Sample]``. Its
@@ -108,15 +109,67 @@ def require_dir(path: Path, adapter: str, expects: str) -> Path:
     return path
 
 
+ENCODING = "utf-8-sig"
+"""Dataset files are read as UTF-8; a byte-order mark at the start (some Windows editors
+write one) is accepted and dropped."""
+
+
+def _first_bad_line(path: Path) -> tuple[int, int, int] | None:
+    """(line, column, byte) of the first byte of ``path`` that is not UTF-8, or None.
+
+    Line by line: a newline byte never occurs inside a UTF-8 sequence, so each line decodes
+    on its own, and only the error path pays for this second read."""
+    try:
+        with path.open("rb") as f:
+            for n, raw in enumerate(f, start=1):
+                try:
+                    raw.decode(ENCODING if n == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    bom = 3 if n == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
+                    return n, e.start - bom + 1, raw[e.start]
+    except OSError:
+        return None
+    return None
+
+
+def not_utf8(adapter: str, path: Path, expects: str) -> DatasetError:
+    """The error for a dataset file that is not UTF-8 text, naming the line (and column) of
+    its first bad byte and what the file seems to be."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        head = b""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        guess = "it is UTF-16 (it starts with a UTF-16 byte-order mark)"
+    else:
+        guess = "Latin-1, Windows-1252 or another 8-bit encoding?"
+    found = _first_bad_line(path)
+    at = f" line {found[0]} (column {found[1]}, byte 0x{found[2]:02x})" if found is not None else ""
+    return DatasetError(
+        f"{adapter}: {path}{at} is not UTF-8 text ({guess}); save it as UTF-8; it expects {expects}"
+    )
+
+
+def unreadable(adapter: str, path: Path, e: OSError, expects: str) -> DatasetError:
+    return DatasetError(
+        f"{adapter}: {path} cannot be read ({e.strerror or e}); it expects {expects}"
+    )
+
+
 def read_json(path: Path, adapter: str, expects: str) -> Any:
     require_file(path, adapter, expects)
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding=ENCODING) as f:
             return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError:
+        raise not_utf8(adapter, path, expects) from None
+    except json.JSONDecodeError as e:
         raise DatasetError(
             f"{adapter}: {path} is not valid JSON ({e}); it expects {expects}"
         ) from e
+    except OSError as e:
+        raise unreadable(adapter, path, e, expects) from None
 
 
 def read_json_records(
@@ -144,21 +197,26 @@ def read_jsonl(path: Path, adapter: str, expects: str) -> list[tuple[int, dict[s
     """(line number, record) for each non-blank line; every line must be a JSON object."""
     require_file(path, adapter, expects)
     rows: list[tuple[int, dict[str, Any]]] = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(
-                    f"{adapter}: {path} line {n} is not valid JSON ({e}); it expects {expects}"
-                ) from e
-            if not isinstance(record, dict):
-                raise DatasetError(
-                    f"{adapter}: {path} line {n} is not a JSON object; it expects {expects}"
-                )
-            rows.append((n, record))
+    try:
+        with path.open(encoding=ENCODING) as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DatasetError(
+                        f"{adapter}: {path} line {n} is not valid JSON ({e}); it expects {expects}"
+                    ) from e
+                if not isinstance(record, dict):
+                    raise DatasetError(
+                        f"{adapter}: {path} line {n} is not a JSON object; it expects {expects}"
+                    )
+                rows.append((n, record))
+    except UnicodeDecodeError:
+        raise not_utf8(adapter, path, expects) from None
+    except OSError as e:
+        raise unreadable(adapter, path, e, expects) from None
     return rows
 
 
@@ -171,7 +229,7 @@ def read_delimited(
     # HR-Bench's base64 images make single fields of many megabytes.
     csv.field_size_limit(2**31 - 1)
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        with path.open(encoding=ENCODING, newline="") as f:
             reader = csv.DictReader(f, delimiter=delimiter)
             header = reader.fieldnames or []
             lacking = [c for c in required if c not in header]
@@ -181,10 +239,14 @@ def read_delimited(
                     f"(header: {', '.join(header) or 'none'}); it expects {expects}"
                 )
             yield from enumerate(reader)
-    except (csv.Error, UnicodeDecodeError) as e:
+    except UnicodeDecodeError:
+        raise not_utf8(adapter, path, expects) from None
+    except csv.Error as e:
         raise DatasetError(
             f"{adapter}: {path} could not be read ({e}); it expects {expects}"
         ) from e
+    except OSError as e:
+        raise unreadable(adapter, path, e, expects) from None
     finally:
         csv.field_size_limit(previous)
 
@@ -200,6 +262,114 @@ def field(
     if key not in record:
         raise bad_record(adapter, path, where, f"no '{key}'", expects)
     return record[key]
+
+
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in words ('a list', 'an object', ...), for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def text_value(
+    value: Any,
+    name: str,
+    adapter: str,
+    path: Path,
+    where: str,
+    expects: str,
+    *,
+    numbers: bool = True,
+) -> str:
+    """``value`` (the record's ``name``) as text (:func:`text`): a JSON string, or a number
+    or boolean when ``numbers``. A list, an object or null is refused naming the file, the
+    record and the key: :func:`text` would turn it into its Python repr ("['a', 'b']"),
+    which would then be asked or scored as if the file had said it."""
+    if isinstance(value, str) or (numbers and isinstance(value, int | float)):
+        return text(value)
+    wanted = "text or a number" if numbers else "text"
+    raise bad_record(adapter, path, where, f"'{name}' is {kind_of(value)}, not {wanted}", expects)
+
+
+def text_field(
+    record: Mapping[str, Any],
+    key: str,
+    adapter: str,
+    path: Path,
+    where: str,
+    expects: str,
+    *,
+    numbers: bool = True,
+) -> str:
+    """``record[key]`` as text (:func:`text_value`), or an error naming the missing key."""
+    value = field(record, key, adapter, path, where, expects)
+    return text_value(value, key, adapter, path, where, expects, numbers=numbers)
+
+
+def texts_value(
+    value: Any, name: str, adapter: str, path: Path, where: str, expects: str
+) -> tuple[str, ...]:
+    """One text, or each text of a list (every item a string or a number; see
+    :func:`text_value`). An empty list gives an empty tuple: the caller says whether one is
+    allowed."""
+    if isinstance(value, list):
+        return tuple(
+            text_value(v, f"{name}[{i}]", adapter, path, where, expects)
+            for i, v in enumerate(value)
+        )
+    return (text_value(value, name, adapter, path, where, expects),)
+
+
+def question_text(value: Any, name: str, adapter: str, path: Path, where: str, expects: str) -> str:
+    """A question: a string, not blank, at most :data:`~hammr.text_limits.MAX_QUESTION_CHARS`
+    characters (what ``hammr ask`` accepts); anything else is refused naming the file and the
+    record, before any sample is asked."""
+    question = text_value(value, name, adapter, path, where, expects, numbers=False)
+    if not question:
+        raise bad_record(adapter, path, where, f"'{name}' is empty", expects)
+    if len(question) > MAX_QUESTION_CHARS:
+        problem = (
+            f"'{name}' is {len(question):,} characters long, above hammr's limit of "
+            f"{MAX_QUESTION_CHARS:,} for a question"
+        )
+        raise bad_record(adapter, path, where, problem, expects)
+    return question
+
+
+def question_field(
+    record: Mapping[str, Any], key: str, adapter: str, path: Path, where: str, expects: str
+) -> str:
+    """``record[key]`` as a question (:func:`question_text`)."""
+    value = field(record, key, adapter, path, where, expects)
+    return question_text(value, key, adapter, path, where, expects)
+
+
+def path_value(value: Any, name: str, adapter: str, path: Path, where: str, expects: str) -> str:
+    """An image path written in a record: a non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        what = "empty" if isinstance(value, str) else kind_of(value)
+        raise bad_record(
+            adapter, path, where, f"'{name}' is {what}, not the path of an image", expects
+        )
+    return value
+
+
+def path_field(
+    record: Mapping[str, Any], key: str, adapter: str, path: Path, where: str, expects: str
+) -> str:
+    """``record[key]`` as an image path (:func:`path_value`)."""
+    value = field(record, key, adapter, path, where, expects)
+    return path_value(value, key, adapter, path, where, expects)
 
 
 def present(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

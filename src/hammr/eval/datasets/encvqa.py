@@ -45,6 +45,7 @@ from hammr.eval.datasets._common import (
     DatasetError,
     bad_record,
     image_root,
+    question_text,
     read_delimited,
 )
 from hammr.eval.types import Sample
@@ -121,6 +122,7 @@ def load(
             raise bad_record(NAME, path, where, f"unknown question_type {kind!r}", EXPECTS)
         if kind not in wanted:
             continue
+        question = question_text(row["question"] or "", "question", NAME, path, where, EXPECTS)
         alternatives = tuple(a.strip() for a in (row["answer"] or "").split("|") if a.strip())
         if not alternatives:
             raise bad_record(NAME, path, where, "empty 'answer'", EXPECTS)
@@ -149,7 +151,7 @@ def load(
                 Sample(
                     id=f"{row_no}-{image_id}",
                     dataset=NAME,
-                    question=(row["question"] or "").strip(),
+                    question=question,
                     answers=alternatives,
                     images={
                         "image": image_path(root, template, dataset_name, image_id, category_id)

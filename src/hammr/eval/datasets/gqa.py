@@ -21,10 +21,10 @@ from typing import Any
 from hammr.eval.datasets._common import (
     Adapter,
     bad_record,
-    field,
     image_root,
+    question_field,
     read_json,
-    text,
+    text_field,
 )
 from hammr.eval.types import Sample
 
@@ -46,14 +46,14 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
         where = f"question {qid}"
         if not isinstance(record, dict):
             raise bad_record(NAME, path, where, "not a JSON object", EXPECTS)
-        image_id = text(field(record, "imageId", NAME, path, where, EXPECTS))
+        image_id = text_field(record, "imageId", NAME, path, where, EXPECTS)
         types: Any = record.get("types") or {}
         samples.append(
             Sample(
                 id=str(qid),
                 dataset=NAME,
-                question=text(field(record, "question", NAME, path, where, EXPECTS)),
-                answers=(text(field(record, "answer", NAME, path, where, EXPECTS)),),
+                question=question_field(record, "question", NAME, path, where, EXPECTS),
+                answers=(text_field(record, "answer", NAME, path, where, EXPECTS),),
                 images={"image": root / f"{image_id}.jpg"},
                 question_type="spatial_reasoning",
                 meta={

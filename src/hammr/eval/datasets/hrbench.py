@@ -33,6 +33,7 @@ from hammr.eval.datasets._common import (
     DatasetError,
     answer_letter,
     bad_record,
+    question_text,
     read_delimited,
     require_file,
     require_inside,
@@ -128,7 +129,9 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
             Sample(
                 id=index,
                 dataset=NAME,
-                question=(row["question"] or "").strip(),
+                question=question_text(
+                    row["question"] or "", "question", NAME, path, where, EXPECTS
+                ),
                 answers=(letter,),
                 images={"image": image},
                 question_type="multiple_choice",

@@ -61,10 +61,12 @@ from hammr.eval.datasets._common import (
     field,
     image_root,
     option_path,
+    question_field,
     read_jsonl,
     require_file,
     subdir_if_present,
-    text,
+    text_field,
+    texts_value,
 )
 from hammr.eval.metrics.infoseek import prepare_answer_eval, split_of
 from hammr.eval.types import Sample
@@ -91,7 +93,7 @@ def read_qtypes(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for line, record in read_jsonl(path, NAME, QTYPE_EXPECTS):
         where = f"line {line}"
-        data_id = text(field(record, "data_id", NAME, path, where, QTYPE_EXPECTS))
+        data_id = text_field(record, "data_id", NAME, path, where, QTYPE_EXPECTS)
         kind = field(record, "question_type", NAME, path, where, QTYPE_EXPECTS)
         if not isinstance(kind, str):
             raise bad_record(NAME, path, where, "'question_type' is not a string", QTYPE_EXPECTS)
@@ -125,7 +127,7 @@ def _sample(
     question_type: str,
 ) -> Sample:
     where = f"line {line}"
-    data_id = text(field(record, "data_id", NAME, path, where, EXPECTS))
+    data_id = text_field(record, "data_id", NAME, path, where, EXPECTS)
     raw_eval = record.get("answer_eval")
     if not raw_eval:
         raise bad_record(
@@ -150,7 +152,7 @@ def _sample(
     meta: dict[str, Any] = {
         "question_type": question_type,
         "answer_eval": answer_eval,
-        "answer": [text(a) for a in answer],
+        "answer": list(texts_value(answer, "answer", NAME, path, where, EXPECTS)),
         "line": line,
     }
     if numerical:
@@ -159,13 +161,13 @@ def _sample(
         answers = tuple(meta["answer"]) or (f"{answer_eval[0]} - {answer_eval[1]}",)
     else:
         answers = tuple(dict.fromkeys([*meta["answer"], *(a.strip() for a in answer_eval)]))
-    data_split = field(record, "data_split", NAME, path, where, EXPECTS)
-    image_id = text(field(record, "image_id", NAME, path, where, EXPECTS))
+    data_split = text_field(record, "data_split", NAME, path, where, EXPECTS, numbers=False)
+    image_id = text_field(record, "image_id", NAME, path, where, EXPECTS)
     meta.update(data_split=str(data_split), image_id=image_id)
     return Sample(
         id=data_id,
         dataset=NAME,
-        question=text(field(record, "question", NAME, path, where, EXPECTS)),
+        question=question_field(record, "question", NAME, path, where, EXPECTS),
         answers=answers,
         images={"image": image_path(root, template, image_id)},
         question_type=split_of(str(data_split)),
@@ -201,10 +203,10 @@ def load(
     samples = []
     for line, record in read_jsonl(path, NAME, EXPECTS):
         where = f"line {line}"
-        data_split = str(field(record, "data_split", NAME, path, where, EXPECTS))
+        data_split = text_field(record, "data_split", NAME, path, where, EXPECTS, numbers=False)
         if UNSEEN[unseen] and split_of(data_split) != UNSEEN[unseen]:
             continue
-        data_id = text(field(record, "data_id", NAME, path, where, EXPECTS))
+        data_id = text_field(record, "data_id", NAME, path, where, EXPECTS)
         if qtypes is not None:
             if data_id not in qtypes:
                 raise bad_record(

@@ -20,8 +20,11 @@ from hammr.eval.datasets._common import (
     bad_record,
     field,
     image_root,
+    path_value,
+    question_field,
     read_jsonl,
-    text,
+    text_value,
+    texts_value,
 )
 from hammr.eval.types import Sample
 
@@ -50,15 +53,15 @@ def load(
         if only_type and record.get("type") != only_type:
             continue
         where = f"line {line}"
-        if "answers" in record:
-            raw: Any = record["answers"]
-        else:
-            raw = field(record, "answer", NAME, path, where, EXPECTS)
-        answers = tuple(text(a) for a in raw) if isinstance(raw, list) else (text(raw),)
+        key = "answers" if "answers" in record else "answer"
+        raw: Any = field(record, key, NAME, path, where, EXPECTS)
+        answers = texts_value(raw, key, NAME, path, where, EXPECTS)
         if not answers:
             raise bad_record(NAME, path, where, "empty 'answers'", EXPECTS)
         variables = {
-            name: root / str(record[name]) for name in ("image", "image2") if record.get(name)
+            name: root / path_value(record[name], name, NAME, path, where, EXPECTS)
+            for name in ("image", "image2")
+            if record.get(name) not in (None, "")
         }
         if "image" not in variables:
             raise bad_record(NAME, path, where, "no 'image'", EXPECTS)
@@ -66,22 +69,27 @@ def load(
         if point is not None and not (
             isinstance(point, list)
             and len(point) == 2
-            and all(isinstance(v, int | float) for v in point)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in point)
         ):
             raise bad_record(NAME, path, where, f"'point' {point!r} is not [x, y]", EXPECTS)
         choices = record.get("choices") or []
         if not isinstance(choices, list):
             raise bad_record(NAME, path, where, "'choices' is not a list", EXPECTS)
+        kind = record.get("type")
         samples.append(
             Sample(
-                id=text(record.get("id", line)),
+                id=text_value(record.get("id", line), "id", NAME, path, where, EXPECTS),
                 dataset=dataset,
-                question=text(field(record, "question", NAME, path, where, EXPECTS)),
+                question=question_field(record, "question", NAME, path, where, EXPECTS),
                 answers=answers,
                 images=variables,
-                question_type=str(record.get("type") or question_type),
+                question_type=(
+                    text_value(kind, "type", NAME, path, where, EXPECTS, numbers=False)
+                    if kind
+                    else question_type
+                ),
                 point=(float(point[0]), float(point[1])) if point is not None else None,
-                choices=tuple(text(c) for c in choices),
+                choices=texts_value(choices, "choices", NAME, path, where, EXPECTS),
                 meta={k: v for k, v in record.items() if k not in KNOWN},
             )
         )

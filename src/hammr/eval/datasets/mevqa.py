@@ -47,10 +47,12 @@ from hammr.eval.datasets._common import (
     bad_record,
     field,
     image_root,
+    question_field,
     read_json,
     require_inside,
     subdir_if_present,
     text,
+    text_field,
 )
 from hammr.eval.metrics.explanation import GroundedExplanation
 from hammr.eval.types import Sample
@@ -104,7 +106,7 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
         where = f"question {qid}"
         if not isinstance(record, dict):
             raise bad_record(NAME, path, where, "not a JSON object", EXPECTS)
-        image_id = text(field(record, "imageId", NAME, path, where, EXPECTS))
+        image_id = text_field(record, "imageId", NAME, path, where, EXPECTS)
         explanation = field(record, "explanation", NAME, path, where, EXPECTS)
         if not isinstance(explanation, str):
             raise bad_record(NAME, path, where, "'explanation' is not text", EXPECTS)
@@ -130,8 +132,8 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
             Sample(
                 id=str(qid),
                 dataset=NAME,
-                question=text(field(record, "question", NAME, path, where, EXPECTS)),
-                answers=(text(field(record, "answer", NAME, path, where, EXPECTS)),),
+                question=question_field(record, "question", NAME, path, where, EXPECTS),
+                answers=(text_field(record, "answer", NAME, path, where, EXPECTS),),
                 images={"image": image},
                 question_type=QUESTION_TYPE,
                 meta=meta,

@@ -35,8 +35,11 @@ from hammr.eval.datasets._common import (
     bad_record,
     field,
     image_root,
+    path_field,
+    question_field,
     read_json_records,
-    text,
+    text_field,
+    text_value,
 )
 from hammr.eval.types import Sample
 
@@ -82,14 +85,19 @@ def load(
         letter = answer_letter(truth, len(choices))
         if letter is None:
             raise bad_record(NAME, path, where, f"ground truth {truth!r} is not an option", EXPECTS)
+        task = record.get("Task")
         samples.append(
             Sample(
-                id=text(field(record, "Question_id", NAME, path, where, EXPECTS)),
+                id=text_field(record, "Question_id", NAME, path, where, EXPECTS),
                 dataset=NAME,
-                question=text(field(record, "Text", NAME, path, where, EXPECTS)),
+                question=question_field(record, "Text", NAME, path, where, EXPECTS),
                 answers=(letter,),
-                images={"image": root / str(field(record, "Image", NAME, path, where, EXPECTS))},
-                question_type=str(record.get("Task") or "multiple_choice").strip().lower(),
+                images={"image": root / path_field(record, "Image", NAME, path, where, EXPECTS)},
+                question_type=(
+                    text_value(task, "Task", NAME, path, where, EXPECTS, numbers=False).lower()
+                    if task
+                    else "multiple_choice"
+                ),
                 choices=choices,
                 meta={
                     "task": record.get("Task", ""),

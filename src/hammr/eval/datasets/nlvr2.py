@@ -24,11 +24,12 @@ from pathlib import Path
 from hammr.eval.datasets._common import (
     Adapter,
     bad_record,
-    field,
     image_root,
+    question_field,
     read_jsonl,
     subdir_if_present,
-    text,
+    text_field,
+    text_value,
 )
 from hammr.eval.types import Sample
 
@@ -53,23 +54,25 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
     samples = []
     for line, record in read_jsonl(path, NAME, EXPECTS):
         where = f"line {line}"
-        identifier = text(field(record, "identifier", NAME, path, where, EXPECTS))
+        identifier = text_field(record, "identifier", NAME, path, where, EXPECTS)
         try:
             pair = pair_name(identifier)
         except ValueError as e:
             raise bad_record(NAME, path, where, str(e), EXPECTS) from e
-        label = text(field(record, "label", NAME, path, where, EXPECTS)).lower()
+        label = text_field(record, "label", NAME, path, where, EXPECTS).lower()
         if label not in {"true", "false"}:
             raise bad_record(NAME, path, where, f"label {label!r} is not True/False", EXPECTS)
         this_split = split or identifier.split("-", 1)[0]
         folder = subdir_if_present(root, this_split)
         if this_split == "train" and record.get("directory") is not None:
-            folder = folder / str(record["directory"])
+            folder = folder / text_value(
+                record["directory"], "directory", NAME, path, where, EXPECTS
+            )
         samples.append(
             Sample(
                 id=identifier,
                 dataset=NAME,
-                question=text(field(record, "sentence", NAME, path, where, EXPECTS)),
+                question=question_field(record, "sentence", NAME, path, where, EXPECTS),
                 answers=(label,),
                 images={
                     "image": folder / f"{pair}-img0.png",

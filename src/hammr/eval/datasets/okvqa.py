@@ -43,12 +43,12 @@ from hammr.eval.datasets._common import (
     Adapter,
     DatasetError,
     bad_record,
-    field,
     image_root,
     option_path,
+    question_field,
     read_json,
     subdir_if_present,
-    text,
+    text_field,
 )
 from hammr.eval.types import Sample
 
@@ -96,7 +96,7 @@ def read_annotations(path: Path) -> dict[str, dict[str, Any]]:
         where = f"annotations[{i}]"
         if not isinstance(record, dict):
             raise bad_record(NAME, path, where, "not a JSON object", ANNOTATIONS_EXPECTS)
-        qid = text(field(record, "question_id", NAME, path, where, ANNOTATIONS_EXPECTS))
+        qid = text_field(record, "question_id", NAME, path, where, ANNOTATIONS_EXPECTS)
         out[qid] = record
     return out
 
@@ -136,7 +136,7 @@ def load(
         where = f"questions[{i}]"
         if not isinstance(record, dict):
             raise bad_record(NAME, path, where, "not a JSON object", EXPECTS)
-        qid = text(field(record, "question_id", NAME, path, where, EXPECTS))
+        qid = text_field(record, "question_id", NAME, path, where, EXPECTS)
         annotation = by_question.get(qid)
         if annotation is None:
             raise bad_record(
@@ -147,14 +147,14 @@ def load(
                 ANNOTATIONS_EXPECTS,
             )
         answers, raw_answers = _answers(annotation, ann_path, f"question {qid}")
-        image_id = text(field(record, "image_id", NAME, path, where, EXPECTS))
+        image_id = text_field(record, "image_id", NAME, path, where, EXPECTS)
         if not image_id.isdigit():
             raise bad_record(NAME, path, where, f"image_id {image_id!r} is not a number", EXPECTS)
         samples.append(
             Sample(
                 id=qid,
                 dataset=NAME,
-                question=text(field(record, "question", NAME, path, where, EXPECTS)),
+                question=question_field(record, "question", NAME, path, where, EXPECTS),
                 answers=tuple(answers),
                 images={"image": root / f"COCO_{subtype}_{int(image_id):012d}.jpg"},
                 question_type="outside_knowledge",

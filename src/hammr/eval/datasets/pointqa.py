@@ -34,6 +34,7 @@ for the k-th point of a multi-point record) unless a record carries ``question_i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,11 @@ from hammr.eval.datasets._common import (
     image_root,
     option_path,
     present,
+    question_text,
     read_json,
     text,
+    text_value,
+    texts_value,
 )
 from hammr.eval.types import Sample
 
@@ -77,7 +81,7 @@ def _records(data: Any, path: Path, name: str) -> Iterator[tuple[str, int, Mappi
             image_id = record.get("image_id", record.get("id"))
             if image_id is None:
                 raise bad_record(name, path, f"record {i}", "no 'image_id' (or 'id')", EXPECTS)
-            key = text(image_id)
+            key = text_value(image_id, "image_id", name, path, f"record {i}", EXPECTS)
             n = seen.get(key, 0)
             seen[key] = n + 1
             yield key, n, record
@@ -85,21 +89,37 @@ def _records(data: Any, path: Path, name: str) -> Iterator[tuple[str, int, Mappi
         raise bad_record(name, path, "top level", "neither a JSON object nor a list", EXPECTS)
 
 
+def _numbers(values: list[Any]) -> list[float] | None:
+    """``values`` as floats, or None when one is not a number (a list, an object, null,
+    text that is not a number): the record is then refused as having no point."""
+    try:
+        out = [float(v) for v in values if not isinstance(v, bool)]
+    except (TypeError, ValueError):
+        return None
+    return out if len(out) == len(values) and all(map(math.isfinite, out)) else None
+
+
 def _xy(value: Any) -> tuple[float, float] | None:
     if isinstance(value, Mapping) and "x" in value and "y" in value:
-        return float(value["x"]), float(value["y"])
-    if isinstance(value, list | tuple) and len(value) >= 2:
-        return float(value[0]), float(value[1])
-    return None
+        xy = _numbers([value["x"], value["y"]])
+    elif isinstance(value, list | tuple) and len(value) >= 2:
+        xy = _numbers([value[0], value[1]])
+    else:
+        return None
+    return (xy[0], xy[1]) if xy is not None else None
 
 
 def _box_centre(value: Any) -> tuple[float, float] | None:
     if isinstance(value, Mapping) and all(k in value for k in ("x", "y", "w", "h")):
-        return float(value["x"]) + float(value["w"]) / 2, float(value["y"]) + float(value["h"]) / 2
-    if isinstance(value, list | tuple) and len(value) == 4:
-        x, y, w, h = (float(v) for v in value)
-        return x + w / 2, y + h / 2
-    return None
+        box = _numbers([value["x"], value["y"], value["w"], value["h"]])
+    elif isinstance(value, list | tuple) and len(value) == 4:
+        box = _numbers(list(value))
+    else:
+        return None
+    if box is None:
+        return None
+    x, y, w, h = box
+    return x + w / 2, y + h / 2
 
 
 def _points(record: Mapping[str, Any]) -> list[tuple[tuple[float, float], Any]] | None:
@@ -129,12 +149,6 @@ def vg_image(root: Path, image_id: str) -> Path:
     return next((c for c in candidates if c.exists()), candidates[0])
 
 
-def _answers(value: Any) -> tuple[str, ...]:
-    if isinstance(value, list | tuple):
-        return tuple(text(v) for v in value)
-    return (text(value),)
-
-
 def _load(
     path: Path,
     images: Path | None,
@@ -157,9 +171,10 @@ def _load(
         if keep is not None and image_id not in keep:
             continue
         where = f"image {image_id}, question {n}"
-        question = next((record[k] for k in question_keys if record.get(k)), None)
-        if question is None:
+        key = next((k for k in question_keys if record.get(k)), None)
+        if key is None:
             raise bad_record(name, path, where, f"no {' or '.join(question_keys)}", EXPECTS)
+        question = question_text(record[key], key, name, path, where, EXPECTS)
         points = _points(record)
         if points is None:
             raise bad_record(name, path, where, "no 'point', 'points' or 'bbox'", EXPECTS)
@@ -171,7 +186,11 @@ def _load(
                 answer = record_answer if record_answer is not None else point_answer
             if answer is None:
                 raise bad_record(name, path, where, "no 'answer' (or 'ans')", EXPECTS)
-            sample_id = text(own_id) if own_id is not None else f"{image_id}-{n}"
+            sample_id = (
+                text_value(own_id, "question_id", name, path, where, EXPECTS)
+                if own_id is not None
+                else f"{image_id}-{n}"
+            )
             if len(points) > 1:
                 sample_id += f"-p{k}"
             meta = {
@@ -182,8 +201,8 @@ def _load(
                 Sample(
                     id=sample_id,
                     dataset=name,
-                    question=text(question),
-                    answers=_answers(answer),
+                    question=question,
+                    answers=texts_value(answer, "answer", name, path, where, EXPECTS),
                     images={"image": vg_image(root, image_id)},
                     question_type=question_type,
                     point=xy,

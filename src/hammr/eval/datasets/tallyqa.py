@@ -28,8 +28,12 @@ from hammr.eval.datasets._common import (
     DatasetError,
     field,
     image_root,
+    path_field,
+    question_field,
     read_json_records,
     text,
+    text_field,
+    text_value,
 )
 from hammr.eval.types import Sample
 
@@ -64,11 +68,13 @@ def load(
         qid = record.get("question_id")
         samples.append(
             Sample(
-                id=text(qid) if qid is not None else str(i),
+                id=text_value(qid, "question_id", NAME, path, where, EXPECTS)
+                if qid is not None
+                else str(i),
                 dataset=NAME,
-                question=text(field(record, "question", NAME, path, where, EXPECTS)),
-                answers=(text(field(record, "answer", NAME, path, where, EXPECTS)),),
-                images={"image": root / str(field(record, "image", NAME, path, where, EXPECTS))},
+                question=question_field(record, "question", NAME, path, where, EXPECTS),
+                answers=(text_field(record, "answer", NAME, path, where, EXPECTS),),
+                images={"image": root / path_field(record, "image", NAME, path, where, EXPECTS)},
                 question_type="simple_counting" if simple else "complex_counting",
                 meta={
                     "issimple": simple,

@@ -26,11 +26,12 @@ from pathlib import Path
 from hammr.eval.datasets._common import (
     Adapter,
     bad_record,
-    field,
     image_root,
+    question_field,
     read_json,
     subdir_if_present,
-    text,
+    text_field,
+    texts_value,
 )
 from hammr.eval.types import Sample
 
@@ -64,13 +65,13 @@ def load(path: Path, *, images: Path | None = None, split: str | None = None) ->
             )
         if not isinstance(answers, list):
             raise bad_record(NAME, path, where, "'answers' is not a list", EXPECTS)
-        image_id = text(field(record, "image_id", NAME, path, where, EXPECTS))
+        image_id = text_field(record, "image_id", NAME, path, where, EXPECTS)
         samples.append(
             Sample(
-                id=text(field(record, "question_id", NAME, path, where, EXPECTS)),
+                id=text_field(record, "question_id", NAME, path, where, EXPECTS),
                 dataset=NAME,
-                question=text(field(record, "question", NAME, path, where, EXPECTS)),
-                answers=tuple(text(a) for a in answers),
+                question=question_field(record, "question", NAME, path, where, EXPECTS),
+                answers=texts_value(answers, "answers", NAME, path, where, EXPECTS),
                 images={"image": root / f"{image_id}.jpg"},
                 question_type="ocr_reasoning",
                 meta={

@@ -34,8 +34,8 @@ exact layout of ``text`` (options on their own lines as '(A) ...') and ``target_
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hammr.eval.datasets._common import (
     LETTERS,
@@ -44,12 +44,17 @@ from hammr.eval.datasets._common import (
     answer_letter,
     bad_record,
     field,
+    path_field,
     present,
+    question_field,
+    question_text,
     read_json,
     read_jsonl,
     require_file,
     split_options,
-    text,
+    text_field,
+    text_value,
+    texts_value,
 )
 from hammr.eval.types import Sample
 
@@ -75,20 +80,23 @@ def _from_jsonl(path: Path, root: Path) -> list[Sample]:
     samples = []
     for line, record in read_jsonl(path, NAME, EXPECTS):
         where = f"line {line}"
-        prompt = str(field(record, "text", NAME, path, where, EXPECTS))
+        prompt = text_field(record, "text", NAME, path, where, EXPECTS, numbers=False)
         parsed = split_options(prompt)
         if parsed is None:
             raise bad_record(NAME, path, where, "no lettered options in 'text'", EXPECTS)
         question, choices = parsed
+        question = question_text(question, "text", NAME, path, where, EXPECTS)
         label = field(record, "label", NAME, path, where, EXPECTS)
         letter = answer_letter(label, len(choices))
         if letter is None:
             raise bad_record(NAME, path, where, f"label {label!r} is not an option", EXPECTS)
-        image = str(field(record, "image", NAME, path, where, EXPECTS))
+        image = path_field(record, "image", NAME, path, where, EXPECTS)
         category = record.get("category", image.split("/", 1)[0])
         samples.append(
             Sample(
-                id=text(record.get("question_id", line - 1)),
+                id=text_value(
+                    record.get("question_id", line - 1), "question_id", NAME, path, where, EXPECTS
+                ),
                 dataset=NAME,
                 question=question,
                 answers=(letter,),
@@ -109,11 +117,11 @@ def _image_for(annotation: Path) -> Path:
     return annotation.with_suffix(".jpg")
 
 
-def shuffled(options: list[Any], key: str) -> tuple[tuple[str, ...], str]:
+def shuffled(options: Sequence[str], key: str) -> tuple[tuple[str, ...], str]:
     """The options in an order drawn from ``key`` and the letter of ``options[0]``."""
     order = list(range(len(options)))
     random.Random(f"vstar:{key}").shuffle(order)
-    return tuple(text(options[i]) for i in order), LETTERS[order.index(0)]
+    return tuple(options[i] for i in order), LETTERS[order.index(0)]
 
 
 def _from_folders(root: Path) -> list[Sample]:
@@ -136,13 +144,14 @@ def _from_folders(root: Path) -> list[Sample]:
             raise bad_record(NAME, annotation, where, "'options' is not a list of 2+", EXPECTS)
         category = annotation.parent.name
         sample_id = f"{category}/{annotation.stem}"
-        choices, letter = shuffled(options, sample_id)
+        texts = texts_value(options, "options", NAME, annotation, where, EXPECTS)
+        choices, letter = shuffled(texts, sample_id)
         meta = {"category": category, **present(record, ("target_object", "bbox"))}
         samples.append(
             Sample(
                 id=sample_id,
                 dataset=NAME,
-                question=text(field(record, "question", NAME, annotation, where, EXPECTS)),
+                question=question_field(record, "question", NAME, annotation, where, EXPECTS),
                 answers=(letter,),
                 images={"image": _image_for(annotation)},
                 question_type=sub_task(category),

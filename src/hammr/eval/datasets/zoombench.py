@@ -38,9 +38,12 @@ from hammr.eval.datasets._common import (
     bad_record,
     field,
     image_root,
+    path_value,
+    question_text,
     read_json_records,
     split_options,
-    text,
+    text_field,
+    text_value,
     within,
 )
 from hammr.eval.types import Sample
@@ -75,17 +78,19 @@ def load(
     root = image_root(path, images)
     samples = []
     for i, where, record in read_json_records(path, NAME, EXPECTS):
-        prompt = str(field(record, "query", NAME, path, where, EXPECTS))
+        prompt = text_field(record, "query", NAME, path, where, EXPECTS, numbers=False)
         response = field(record, "response", NAME, path, where, EXPECTS)
         paths = field(record, "images", NAME, path, where, EXPECTS)
         if not isinstance(paths, list) or not paths:
             raise bad_record(NAME, path, where, "'images' is not a non-empty list", EXPECTS)
+        first = path_value(paths[0], "images[0]", NAME, path, where, EXPECTS)
         parsed = split_options(prompt)
         choices: tuple[str, ...] = ()
         if parsed is None:
             if not include_open:
                 continue
-            question, answers = prompt.strip(), (text(response),)
+            question = prompt.strip()
+            answers = (text_value(response, "response", NAME, path, where, EXPECTS),)
         else:
             question, choices = parsed
             question = _INSTRUCTION.sub("", question).strip()
@@ -95,17 +100,19 @@ def load(
                     NAME, path, where, f"response {response!r} is not an option", EXPECTS
                 )
             answers = (letter,)
+        question = question_text(question, "query", NAME, path, where, EXPECTS)
         crops = record.get("crop_images") or []
         meta = {"prompt": prompt}
         if crops:
-            meta["crop_image"] = str(resolve(root, str(crops[0])))
+            crop = path_value(crops[0], "crop_images[0]", NAME, path, where, EXPECTS)
+            meta["crop_image"] = str(resolve(root, crop))
         samples.append(
             Sample(
                 id=str(i),
                 dataset=NAME,
                 question=question,
                 answers=answers,
-                images={"image": resolve(root, str(paths[0]))},
+                images={"image": resolve(root, first)},
                 question_type="multiple_choice" if choices else "open",
                 choices=choices,
                 meta=meta,

@@ -366,7 +366,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
                 "(or give the path of a .toml file)"
             )
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SuiteError(f"suite file {path} is not valid TOML: {e}") from e
     where = f"suite file {path}"
