@@ -346,3 +346,19 @@ def test_a_judge_that_cannot_be_made_stops_the_run_at_its_start(
     finally:
         fake.close()
     assert not store.exists() or rows(store) == []
+
+
+def test_retry_failed_on_a_run_that_is_not_stored_is_refused_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    RunStore(store).close()
+    r = CliRunner().invoke(
+        main,
+        ["eval", "--suite", "demo", "--data-dir", str(DEMO), "--system", "cot", "--limit", "1",
+         "--name", "nope", "--retry-failed", "--store", str(store), "--no-progress"],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert "--retry-failed: no run 'nope'" in r.stderr
+    with RunStore(store, create=False) as s:
+        assert s.run_info("nope") is None

@@ -317,6 +317,12 @@ def eval_cmd(
     if half:
         settings.update(split=half, split_seed=split_seed)
     store = open_store(store_path)
+    if retry_failed and store.run_info(name) is None:
+        store.close()
+        fail(
+            f"--retry-failed: no run {name!r} in {store.path} to ask again; name a stored run "
+            "(`hammr runs`), or leave out --retry-failed to start this one"
+        )
     try:
         info, created = store.open_run(name, label, system_name, config=config, settings=settings)
         before = (info.settings.get("split"), info.settings.get("split_seed"))
