@@ -55,8 +55,8 @@ class Case:
     unchanged: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     no_escapes: bool = False
-    char_devices: tuple[str, ...] = ()
-    """Paths that must still be character devices afterwards (never replaced by a file)."""
+    kept_kind: tuple[str, ...] = ()
+    """Paths that must keep their kind (a device, a FIFO): written in place, never replaced."""
     stdin: str | None = None
     timeout: float = 300.0
 
@@ -267,7 +267,7 @@ def catalogue() -> list[Case]:
     add(Case("ask: random-bytes --memory", ("ask", img, "q?", "--system", "expel", "--memory", "{w}/m.db"), "refuse", write("m.db", os.urandom(3000)), unchanged=("{w}/m.db",)))
     add(Case("ask: run store as --memory", ("ask", img, "q?", "--system", "muse", "--memory", "{w}/s.sqlite"), "refuse", copy("{f}/s.sqlite", "s.sqlite"), unchanged=("{w}/s.sqlite",)))
     add(Case("ask: --memory missing", ("ask", img, "q?", "--system", "reflexion", "--memory", "{w}/none.db"), "refuse", absent=("{w}/none.db",)))
-    add(Case("ask: --trace to /dev/full", ("ask", img, "q?", "--system", "cot", "--trace", "/dev/full"), "refuse", char_devices=("/dev/full",)))
+    add(Case("ask: --trace to /dev/full", ("ask", img, "q?", "--system", "cot", "--trace", "/dev/full"), "refuse", kept_kind=("/dev/full",)))
     add(Case("ask: --trace is a folder", ("ask", img, "q?", "--system", "cot", "--trace", "{w}"), "refuse"))
     add(Case("ask: EXIF-rotated image", ("ask", "{w}/r.jpg", "q?", "--system", "cot"), "ok", write("r.jpg", rotated_jpeg())))
     # --- route -----------------------------------------------------------------------------
@@ -300,12 +300,12 @@ def catalogue() -> list[Case]:
     add(Case("runs: the fixture store", ("runs", *STORE), "ok", unchanged=("{f}/s.sqlite",)))
     # --- report ----------------------------------------------------------------------------
     add(Case("report: unknown run", ("report", "nope", *STORE), "refuse"))
-    add(Case("report: --out /dev/full", ("report", RUN, *STORE, "--out", "/dev/full"), "refuse", char_devices=("/dev/full",)))
+    add(Case("report: --out /dev/full", ("report", RUN, *STORE, "--out", "/dev/full"), "refuse", kept_kind=("/dev/full",)))
     add(Case("report: --out a folder", ("report", RUN, *STORE, "--out", "{w}"), "refuse"))
-    add(Case("report: --out /dev/null", ("report", RUN, *STORE, "--out", "/dev/null"), "ok", char_devices=("/dev/null",)))
-    add(Case("report: --out a FIFO", ("report", RUN, *STORE, "--out", "{w}/p"), "ok", fifo("p")))
+    add(Case("report: --out /dev/null", ("report", RUN, *STORE, "--out", "/dev/null"), "ok", kept_kind=("/dev/null",)))
+    add(Case("report: --out a FIFO", ("report", RUN, *STORE, "--out", "{w}/p"), "ok", fifo("p"), kept_kind=("{w}/p",)))
     add(Case("report: --out in a missing folder (made)", ("report", RUN, *STORE, "--out", "{w}/no/such/r.md"), "ok"))
-    add(Case("report: --html /dev/full", ("report", RUN, *STORE, "--html", "/dev/full"), "refuse", char_devices=("/dev/full",)))
+    add(Case("report: --html /dev/full", ("report", RUN, *STORE, "--html", "/dev/full"), "refuse", kept_kind=("/dev/full",)))
     add(Case("report: --html a folder", ("report", RUN, *STORE, "--html", "{w}"), "refuse"))
     add(Case("report: --scaling is a file", ("report", RUN, *STORE, "--scaling", "{w}/x"), "refuse", write("x", "keep"), unchanged=("{w}/x",)))
     add(Case("report: --samples 0", ("report", RUN, *STORE, "--samples", "0"), "refuse"))
@@ -314,14 +314,16 @@ def catalogue() -> list[Case]:
     add(Case("report: the fixture run", ("report", RUN, *STORE), "ok", unchanged=("{f}/s.sqlite",)))
     # --- errors ----------------------------------------------------------------------------
     add(Case("errors: unknown run", ("errors", "nope", *STORE), "refuse"))
-    add(Case("errors: --export /dev/full", ("errors", RUN, *STORE, "--export", "/dev/full"), "refuse", char_devices=("/dev/full",)))
+    add(Case("errors: --export /dev/full", ("errors", RUN, *STORE, "--export", "/dev/full"), "refuse", kept_kind=("/dev/full",)))
+    add(Case("errors: --export a FIFO", ("errors", RUN, *STORE, "--export", "{w}/p"), "ok", fifo("p"), kept_kind=("{w}/p",)))
     add(Case("errors: --export a folder", ("errors", RUN, *STORE, "--export", "{w}"), "refuse"))
     add(Case("errors: --labels missing", ("errors", RUN, *STORE, "--labels", "{w}/none.csv"), "refuse"))
     add(Case("errors: --labels garbage", ("errors", RUN, *STORE, "--labels", "{w}/l.csv"), "refuse", write("l.csv", "a,b\n\x00\x01,\n")))
     add(Case("errors: --labels latin-1", ("errors", RUN, *STORE, "--labels", "{w}/l.csv"), "refuse", write("l.csv", "run,sample,caf\xe9\n".encode("latin-1"))))
     add(Case("errors: --per-type 0", ("errors", RUN, *STORE, "--export", "{w}/e.csv", "--per-type", "0"), "refuse", absent=("{w}/e.csv",)))
     # --- explain ---------------------------------------------------------------------------
-    add(Case("explain: --out /dev/full", ("explain", RUN, *STORE, "--out", "/dev/full"), "refuse", char_devices=("/dev/full",)))
+    add(Case("explain: --out /dev/full", ("explain", RUN, *STORE, "--out", "/dev/full"), "refuse", kept_kind=("/dev/full",)))
+    add(Case("explain: --out a FIFO", ("explain", RUN, *STORE, "--out", "{w}/p"), "ok", fifo("p"), kept_kind=("{w}/p",)))
     add(Case("explain: --out a folder", ("explain", RUN, *STORE, "--out", "{w}"), "refuse"))
     add(Case("explain: --out in a missing folder (made)", ("explain", RUN, *STORE, "--out", "{w}/no/e.jsonl"), "ok"))
     add(Case("explain: unknown run", ("explain", "nope", *STORE), "refuse"))
@@ -388,7 +390,7 @@ def catalogue() -> list[Case]:
     add(Case("avis graph: bundled graph with a BOM", ("avis", "graph", "{w}/g.toml"), "ok", lambda w: (w / "g.toml").write_bytes(b"\xef\xbb\xbf" + (ROOT / "src" / "hammr" / "avis" / "default_graph.toml").read_bytes())))
     add(Case("avis induce: unknown run", ("avis", "induce", "nope", *STORE, "-o", "{w}/g.toml"), "refuse", absent=("{w}/g.toml",)))
     add(Case("avis induce: a run of another system", ("avis", "induce", RUN, *STORE, "-o", "{w}/g.toml"), "refuse", absent=("{w}/g.toml",)))
-    add(Case("avis induce: -o /dev/full", ("avis", "induce", RUN, *STORE, "-o", "/dev/full"), "refuse", char_devices=("/dev/full",)))
+    add(Case("avis induce: -o /dev/full", ("avis", "induce", RUN, *STORE, "-o", "/dev/full"), "refuse", kept_kind=("/dev/full",)))
     add(Case("avis analyze: unknown run", ("avis", "analyze", "nope", *STORE), "refuse"))
     # --- tools, config, systems ------------------------------------------------------------
     add(Case("tools: KB path missing (says so)", ("tools", "--config", "{w}/h.toml"), "ok", toml_config('[tools.kb]\nbackend = "sqlite"\npath = "/nonexistent/kb.db"\n')))
@@ -459,6 +461,7 @@ def run_case(case: Case, index: int, work: Path) -> Outcome:
         except Exception as e:  # a broken case, not a finding about hammr
             return Outcome(case, -2, False, [f"the probe could not set the case up: {e!r}"])
     before = {p: digest(Path(fill(p))) for p in case.unchanged}
+    kinds = {fill(p): stat.S_IFMT(os.stat(fill(p)).st_mode) for p in case.kept_kind}
     env = {**os.environ, "HAMMR_CONFIG": "", "XDG_CACHE_HOME": str(w / "cache"), "TERM": "xterm"}
     started = time.monotonic()
     try:
@@ -499,9 +502,9 @@ def run_case(case: Case, index: int, work: Path) -> Outcome:
     for p in case.absent:
         if Path(fill(p)).exists():
             why.append(f"left {fill(p)}")
-    for p in case.char_devices:
-        if not stat.S_ISCHR(os.stat(p).st_mode):
-            why.append(f"replaced the device {p}")
+    for p, kind in kinds.items():
+        if stat.S_IFMT(os.stat(p).st_mode) != kind:
+            why.append(f"replaced {p} (a device or FIFO) by another kind of file")
     if case.no_escapes and (ESC in out or "\x07" in out):
         why.append("terminal escapes reached stdout")
     if temporaries(w):
