@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from hammr.eval.metrics.normalize import COUNT_WORDS
 from hammr.memory.bank import MAX_SCORE
 
 MAX_GUIDANCE_CHARS = 300
@@ -139,28 +140,8 @@ def reveals(guidance: str, term: str) -> bool:
     return re.search(pattern, flat, re.IGNORECASE) is not None
 
 
-_UNITS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-]
+_UNITS = sorted(COUNT_WORDS, key=lambda word: int(COUNT_WORDS[word]))[:20]
+"""zero ... nineteen (the metrics' number words, in order)."""
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hammr.eval.driver_lock import pid_exists
 from hammr.eval.executors import ExecutorError
 from hammr.eval.job import EvalJob
 from hammr.eval.runner import (
@@ -197,23 +198,13 @@ def ship(sample: Sample) -> ShippedImages:
     return {name: (Path(p).suffix, Path(p).read_bytes()) for name, p in sample.images.items()}
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_spools(run_token: str, *, only_dead: bool) -> None:
     """Remove the run's folders of shipped images in this machine's temporary folder: all of
     them, or (``only_dead``) those of worker processes that are gone."""
     prefix = f"{SPOOL_PREFIX}{run_token}-"
     for folder in Path(tempfile.gettempdir()).glob(prefix + "*"):
         pid = folder.name.removeprefix(prefix).split("-")[0]
-        if only_dead and not (pid.isdigit() and not process_alive(int(pid))):
+        if only_dead and not (pid.isdigit() and not pid_exists(int(pid))):
             continue
         shutil.rmtree(folder, ignore_errors=True)
 
