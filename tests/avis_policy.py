@@ -32,8 +32,9 @@ def kind_of(prompt: str) -> str:
 
 
 def offered(prompt: str) -> list[str]:
-    """The candidate actions a planner prompt lists (its '- name: ...' lines)."""
-    head = prompt.split("Examples of when each action fits:")[0]
+    """The candidate actions a planner prompt lists (its '- name: ...' lines, before the
+    examples, or before the query where the prompt shows none)."""
+    head = prompt.split("Examples of when each action fits:")[0].split("\nQuery: ")[0]
     return re.findall(r"^- ([a-z_]+):", head, flags=re.M)
 
 

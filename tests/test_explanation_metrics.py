@@ -99,7 +99,7 @@ def test_forms_round_trip() -> None:
     assert [r.name for r in pred.boxes] == ["cup", "plate"]
     assert pred.token_xyxy() == [[[1, 2, 3, 4]], [[5, 6, 7, 8], [0, 0, 1, 1]]]
     with pytest.raises(ValueError):
-        GroundedExplanation.from_named_boxes("x [BOX]", {"x": [[[5, 5, 5, 9]]]})  # zero width
+        GroundedExplanation.from_named_boxes("x [BOX]", {"x": [[[5, 5, 4, 9]]]})  # inverted
     with pytest.raises(TypeError):
         BoxRef("x", ([0, 0, 1, 1],))  # type: ignore[arg-type]
 

@@ -63,7 +63,7 @@ READERS_OWN: dict[str, str] = {
 """Placeholders for what the reader brings (datasets, their own config): nothing stands in."""
 
 WRITTEN = {"out", "out_dir", "out_path", "output", "trace_path", "export_path", "html_out",
-           "scaling_dir"}  # fmt: skip
+           "csv_out", "scaling_dir"}  # fmt: skip
 """Path parameters a command writes (the files they name need not exist)."""
 
 

@@ -197,6 +197,52 @@ def test_infoseek_images_by_image_id(tmp_path: Path) -> None:
     assert samples[0].images["image"] == flat / "oven_01963180.jpg"
 
 
+def test_infoseek_images_through_the_official_id2image_mapping(tmp_path: Path) -> None:
+    path = infoseek_dir(tmp_path)
+    folder = path.parent
+    # id2image.jsonl beside the annotations is read by default; paths relative to it
+    write_jsonl(
+        folder / "id2image.jsonl",
+        [
+            {"image_id": "oven_01963180", "image_path": "shards/a/china.jpg"},
+            {"image_id": "oven_02000001", "image_path": "shards/b/tower.png"},
+            {"image_id": "oven_01000003", "image_path": str(folder / "abs" / "eiffel.jpg")},
+            {"image_id": "oven_05500004", "image_path": "shards/a/designer.jpg"},
+        ],
+    )
+    samples = load_dataset("infoseek", path)
+    assert [s.images["image"] for s in samples] == [
+        folder / "shards" / "a" / "china.jpg",
+        folder / "shards" / "b" / "tower.png",
+        folder / "abs" / "eiffel.jpg",
+        folder / "shards" / "a" / "designer.jpg",
+    ]
+    # OVEN's ovenid2impath.csv, named by the option (relative to the annotation file's folder)
+    (folder / "maps").mkdir()
+    (folder / "maps" / "ovenid2impath.csv").write_text(
+        "oven_01963180,coco/x.jpg\noven_02000001,inat/y.png\n\n"
+        "oven_01000003,gldv2/z.jpg\noven_05500004,coco/w.jpg\n"
+    )
+    samples = load_dataset("infoseek", path, id2image="maps/ovenid2impath.csv")
+    assert samples[1].images["image"] == folder / "maps" / "inat" / "y.png"
+    # an image id the mapping lacks is named with the line
+    write_jsonl(folder / "id2image.jsonl", [{"image_id": "oven_01963180", "image_path": "a.jpg"}])
+    with pytest.raises(DatasetError, match=r"line 2: image_id 'oven_02000001' is not in"):
+        load_dataset("infoseek", path)
+    (folder / "bad.csv").write_text("oven_01963180 a.jpg\n")
+    with pytest.raises(DatasetError, match=r"bad\.csv, line 1: not 'image_id,path'"):
+        load_dataset("infoseek", path, id2image="bad.csv")
+    with pytest.raises(MissingFileError):
+        load_dataset("infoseek", path, id2image="nope.jsonl")
+    # a mapped path outside the data folders is refused, as any adapter's image path
+    write_jsonl(
+        folder / "id2image.jsonl",
+        [{"image_id": r["image_id"], "image_path": "../../elsewhere.jpg"} for r in INFOSEEK],
+    )
+    with pytest.raises(DatasetError, match="outside the data folder"):
+        load_dataset("infoseek", path)
+
+
 def test_infoseek_one_split_at_a_time(tmp_path: Path) -> None:
     path = infoseek_dir(tmp_path)
     question = load_dataset("infoseek", path, unseen="question")
@@ -383,10 +429,21 @@ async def test_okvqa_scored_with_the_official_vqa_accuracy(
 # =============================================================================================
 
 
+HUMAN = [
+    {**INFOSEEK[0], "data_id": "infoseek_human_00000001", "data_split": "human_unseen_entity"},
+    {**INFOSEEK[2], "data_id": "infoseek_human_00000002", "data_split": "human_unseen_question"},
+]
+
+
 def avis_data(root: Path) -> Path:
     data = root / "data"
     infoseek_dir(data)
     touch(data / "infoseek" / "oven_images" / "05" / "oven_05500004.jpg")
+    # the human split, its question types in the records themselves (no qtype file)
+    write_jsonl(
+        data / "infoseek" / "infoseek_human.jsonl",
+        [{**r, "question_type": t} for r, t in zip(HUMAN, ("String", "Time"), strict=True)],
+    )
     okvqa_dir(data)
     return data
 
@@ -398,8 +455,12 @@ def test_the_avis_suite(tmp_path: Path) -> None:
     assert [(e.name, e.dataset, e.metric) for e in suite.entries] == [
         ("infoseek_unseen_question", "infoseek", "infoseek"),
         ("infoseek_unseen_entity", "infoseek", "infoseek"),
+        ("infoseek_human_unseen_question", "infoseek", "infoseek"),
+        ("infoseek_human_unseen_entity", "infoseek", "infoseek"),
         ("okvqa", "okvqa", "vqa_accuracy"),
     ]
+    human = [e for e in suite.entries if e.name.startswith("infoseek_human")]
+    assert {e.file for e in human} == {"infoseek/infoseek_human.jsonl"}
     (agg,) = suite.aggregates
     assert (agg.name, agg.function) == ("infoseek_final", "infoseek")
     assert agg.entries == ("infoseek_unseen_question", "infoseek_unseen_entity")
@@ -410,6 +471,8 @@ def test_the_avis_suite(tmp_path: Path) -> None:
         ("infoseek_unseen_question", "infoseek_val_00000003", "unseen_question"),
         ("infoseek_unseen_entity", "infoseek_val_00000001", "unseen_entity"),
         ("infoseek_unseen_entity", "infoseek_val_00000004", "unseen_entity"),
+        ("infoseek_human_unseen_question", "infoseek_human_00000002", "unseen_question"),
+        ("infoseek_human_unseen_entity", "infoseek_human_00000001", "unseen_entity"),
         ("okvqa", "420", "outside_knowledge"),
         ("okvqa", "70", "outside_knowledge"),
     ]

@@ -6,13 +6,16 @@ from typing import Any
 
 import pytest
 
+from hammr.backends.llm.scripted import ScriptedLLM
 from hammr.tools import math_tools
 from hammr.tools.base import BadArguments, ToolContext, ToolError, bind_arguments
 from hammr.tools.math_tools import (
     Calculator,
     SolveMathEquation,
     calculate,
+    equation_from_reply,
     normalise_expression,
+    reads_as_words,
     run_with_time_limit,
     solve_equation,
 )
@@ -239,3 +242,70 @@ async def test_time_limit_passes_exceptions_through() -> None:
 
     with pytest.raises(BadArguments, match="nope"):
         await run_with_time_limit(boom, HANG_S, "Test")
+
+
+# -- SolveMathEquation: word problems (one call to a scripted LLM) ---------------------------
+
+PROBLEM = "A pen costs 3 more than a pencil, and together they cost 11. What does the pencil cost?"
+
+
+async def solve_with(llm: Any, *args: Any, **kwargs: Any) -> Any:
+    bound = bind_arguments(SolveMathEquation, list(args), kwargs)
+    return await SolveMathEquation.invoke(bound, ToolContext(llm=llm))
+
+
+async def test_a_word_problem_is_written_as_an_equation_by_a_scripted_llm() -> None:
+    llm = ScriptedLLM(["Equation: x + (x + 3) = 11."])
+    out = await solve_with(llm, PROBLEM)
+    assert out.value == ["4"]
+    assert out.observation is not None
+    assert "equation written from the problem: x + (x + 3) = 11" in out.observation
+    assert llm.calls == 1
+    (request,) = llm.requests
+    assert PROBLEM in request.messages[-1].text() and "x" in request.messages[-1].text()
+    # the model may name the unknown otherwise: its one unknown is solved for
+    out = await solve_with(ScriptedLLM(["```\np + p + 3 = 11\n```"]), PROBLEM)
+    assert out.value == ["4"] and "solutions for p" in str(out.observation)
+    # the agent's variable name is asked for and used
+    llm = ScriptedLLM(["2*n + 3 = 11"])
+    assert (await solve_with(llm, PROBLEM, variable="n")).value == ["4"]
+    assert "Call the unknown n" in llm.requests[0].messages[-1].text()
+
+
+async def test_the_written_equation_goes_through_the_safe_parser_with_a_scripted_llm() -> None:
+    # nothing the model writes is evaluated: its text meets the same whitelist as the agent's
+    for reply in ("__import__('os').system('true') = 1", "x.real = 1"):
+        with pytest.raises(ToolError, match="cannot be solved") as e:
+            await solve_with(ScriptedLLM([reply]), PROBLEM)
+        assert reply in str(e.value)
+    with pytest.raises(ToolError, match="no equation in the model's reply"):
+        await solve_with(ScriptedLLM(["The pencil costs four."]), PROBLEM)
+
+
+async def test_equations_and_typos_never_call_the_scripted_llm() -> None:
+    llm = ScriptedLLM([])  # any call would fail: it has no completion
+    assert (await solve_with(llm, "x^2 - 5x + 6 = 0")).value == ["2", "3"]
+    assert (await solve_with(llm, "sqrt(x) = 4")).value == ["16"]
+    with pytest.raises(BadArguments, match="cannot parse"):
+        await solve_with(llm, "2*x + = 11")  # a mistyped equation, not words
+    with pytest.raises(BadArguments, match="cannot parse"):
+        await solve_with(llm, "solve 2x + 3 = 11")  # one word: still an equation's typo
+    assert llm.calls == 0
+
+
+async def test_a_word_problem_without_a_model_is_a_tool_error() -> None:
+    with pytest.raises(ToolError, match="needs a language model"):
+        await solve_with(None, PROBLEM)
+    with pytest.raises(BadArguments, match="above the limit of 2000"):
+        await solve_with(ScriptedLLM(["x = 1"]), "how many apples " * 200)
+
+
+def test_word_problem_helpers() -> None:
+    assert reads_as_words(PROBLEM)
+    assert not reads_as_words("sqrt(x) + log(x) = 2")
+    assert not reads_as_words("solve 2x = 4")
+    assert equation_from_reply("The equation is: `2x + 3 = 11`.") == "2x + 3 = 11"
+    assert equation_from_reply("$y = 2$") == "y = 2"
+    assert equation_from_reply("no equation here") is None
+    assert "word problem" in SolveMathEquation.card()
+    assert SolveMathEquation.uses_llm

@@ -772,6 +772,7 @@ def test_get_metric_names() -> None:
         "encvqa",
         "exact_match",
         "infoseek",
+        "mevqa_accuracy",
         "multiple_choice",
         "textvqa_accuracy",
         "vqa_accuracy",
@@ -781,7 +782,10 @@ def test_get_metric_names() -> None:
 
 
 def test_get_metric_unknown_name_lists_the_names() -> None:
-    names = "encvqa, exact_match, infoseek, multiple_choice, textvqa_accuracy, vqa_accuracy"
+    names = (
+        "encvqa, exact_match, infoseek, mevqa_accuracy, multiple_choice, textvqa_accuracy, "
+        "vqa_accuracy"
+    )
     with pytest.raises(ValueError, match=names):
         get_metric("bleu")
 

@@ -117,7 +117,7 @@ def test_unsafe_image_id(tmp_path: Path) -> None:
         ({"boxes": [[1, 2, 3, 4]]}, "not a JSON object"),
         ({"boxes": {"apple": [[[1, 2, 3]]]}}, r"not \[x1, y1, x2, y2\]"),
         ({"boxes": {"apple": [[1, 2, 3, 4]]}}, "where a list of boxes belongs"),
-        ({"boxes": {"apple": [[[5, 5, 5, 9]]]}}, "not usable"),
+        ({"boxes": {"apple": [[[5, 5, 3, 9]]]}}, "not usable"),  # inverted: x2 < x1
         ({"explanation": None}, "'explanation' is not text"),
     ],
 )

@@ -230,20 +230,21 @@ def test_scaling_series_are_the_runs_means(tmp_path: Path) -> None:
     names = [s.name for s in plot.series]
     assert names == ["hrbench_8k", "mme_realworld_lite", "vstar", "zoombench", MICRO_AVERAGE]
     vstar = plot.series[2]
-    assert [p.x for p in vstar.points] == [1, 2, 3]
-    assert [p.run for p in vstar.points] == ["d1", "d2", "d3"]
-    for p, flip in zip(vstar.points, (0, 1, 2), strict=True):
+    # the react run is the paper's depth-0 point (no experience)
+    assert [p.x for p in vstar.points] == [0, 1, 2, 3]
+    assert [p.run for p in vstar.points] == ["react", "d1", "d2", "d3"]
+    for p, flip in zip(vstar.points, (0, 0, 1, 2), strict=True):
         expected = pooled("vstar", flip)
         assert p.cell.mean == pytest.approx(sum(expected) / len(expected))
     micro = plot.series[-1]
-    for p, flip in zip(micro.points, (0, 1, 2), strict=True):
+    for p, flip in zip(micro.points, (0, 0, 1, 2), strict=True):
         every = [
             v
             for e in ("vstar", "mme_realworld_lite", "zoombench", "hrbench_8k")
             for v in pooled(e, flip)
         ]
         assert p.cell.mean == pytest.approx(sum(every) / len(every))
-    assert "react: no memory, left out of memory.depth" in plot.notes
+    assert "react: react without memory, plotted at memory.depth=0" in plot.notes
     assert any(n.startswith("k1: vstar already has a run at memory.depth=3") for n in plot.notes)
     store.close()
 
@@ -271,7 +272,7 @@ def test_scaling_from_the_command_line_with_an_ablation(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, [*args, "--ablation", "memory.sources", "--store", path])
     assert r.exit_code == 0, r.stderr
     assert {p.name for p in out.iterdir()} == {"depth.png", "breadth.png", "memory.sources.png"}
-    assert "note: react: no memory, left out of memory.depth" in r.stderr
+    assert "note: react: react without memory, plotted at memory.depth=0" in r.stderr
     assert "note: d1: its settings have no memory.sources, left out" in r.stderr
     # the table is printed as well
     assert "Macro average" in r.stdout

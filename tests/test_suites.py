@@ -83,7 +83,16 @@ def _touch_images(pairs: list[tuple[SuiteEntry, Sample]]) -> None:
 
 
 def test_bundled_suites() -> None:
-    assert available_suites() == ["avis", "demo", "generic-vqa", "mevqa", "muse-demo", "muse-mc"]
+    assert available_suites() == [
+        "avis",
+        "demo",
+        "generic-vqa",
+        "infoseek-human",
+        "mevqa",
+        "mevqa-demo",
+        "muse-demo",
+        "muse-mc",
+    ]
     generic = load_suite("generic-vqa")
     assert generic.name == "generic-vqa"
     assert len(generic.entries) == 8
@@ -285,7 +294,10 @@ def test_malformed_suites(tmp_path: Path, body: str, message: str) -> None:
 def test_unknown_suite_and_entry() -> None:
     with pytest.raises(
         SuiteError,
-        match="unknown suite 'nope'; bundled: avis, demo, generic-vqa, mevqa, muse-demo, muse-mc",
+        match=(
+            "unknown suite 'nope'; bundled: avis, demo, generic-vqa, infoseek-human, mevqa, "
+            "mevqa-demo, muse-demo, muse-mc"
+        ),
     ):
         load_suite("nope")
     with pytest.raises(SuiteError, match="does not exist"):
@@ -305,3 +317,25 @@ def test_the_bundled_demo_suite_reads_the_demo_set_one_entry_per_type() -> None:
     assert set(per_entry) == set(QUESTION_TYPES)
     assert min(per_entry.values()) >= 4 and sum(per_entry.values()) == 43
     assert all(sample.question_type == entry.question_type for entry, sample in pairs)
+
+
+def test_the_mevqa_demo_suite_holds_references_grounded_on_the_demo_annotations() -> None:
+    """Every reference [BOX] of examples/demo/mevqa_demo.json is paired with its name's boxes,
+    and those boxes are objects of annotations.json (so a perfect detector scores 100)."""
+    from hammr.eval.metrics.explanation import detection_score, grounding_score
+
+    demo = ROOT / "examples" / "demo"
+    annotations = json.loads((demo / "annotations.json").read_text())
+    pairs = load_suite("mevqa-demo").samples(demo, check_images=True)
+    assert len(pairs) == 8
+    for _, sample in pairs:
+        reference = sample.meta["reference"]
+        assert reference.token_count == len(reference.boxes) >= 1
+        objects = annotations[sample.images["image"].name]["objects"]
+        known = {tuple(o["box"]) for o in objects}
+        for ref in reference.boxes:
+            assert ref.name in sample.meta["explanation"].lower()
+            for box in ref.boxes:
+                assert (box.x, box.y, box.w, box.h) in known
+        assert detection_score(reference, reference, official_padding=False) == 1.0
+        assert grounding_score(reference, reference) == 1.0

@@ -39,7 +39,7 @@ def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_registered_system_has_its_paper_and_needs() -> None:
     assert set(SYSTEMS) == set(registered_systems())
-    assert len(SYSTEMS) == 11
+    assert len(SYSTEMS) == 14
     for info in SYSTEMS.values():
         assert info.paper in PAPERS
         assert info.role == "the method" or info.role.startswith("baseline: ")
@@ -78,8 +78,10 @@ def test_offline_every_system_but_the_memory_ones_runs() -> None:
     built = build_backends(cfg)
     ready = assess(cfg, built.backends, built.unavailable)
     blocked = {n for n, r in ready.items() if not r.runs}
-    assert blocked == {"muse", "reflexion", "expel"}
-    for name in blocked:
+    # vlm is nothing but its VQA backend, and there is none offline
+    assert blocked == {"muse", "reflexion", "expel", "vlm"}
+    assert "[tools.vqa] backend = " in " ".join(p.fix for p in ready["vlm"].problems)
+    for name in blocked - {"vlm"}:
         fixes = " ".join(p.fix for p in ready[name].problems if p.blocking)
         assert "--memory" in fixes and "hammr memory" in fixes
     # no VQA backend offline: every system whose tools call it says how to give it one

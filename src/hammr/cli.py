@@ -16,6 +16,7 @@ from hammr.config import ConfigError, load_config
 from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
 from hammr.eval.explain_cli import explain_cmd
+from hammr.experiments.experiment_cli import experiment
 from hammr.memory.memory_cli import memory
 from hammr.terminal_text import safe_line, safe_markup, safe_text
 from hammr.values import Image, ImageLoadError
@@ -87,7 +88,8 @@ def main() -> None:
 @click.option(
     "--max-steps",
     type=click.IntRange(min=1),
-    help="Step limit per agent (default: agent.max_steps).",
+    help="Step limit of every agent, the dispatcher included (default: agent.max_steps if "
+    "set, else each agent file's own limit, else 8).",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option(
@@ -103,6 +105,12 @@ def main() -> None:
     metavar="X,Y",
     help="A point in IMAGE's pixels the question refers to (variable 'point').",
 )
+@click.option(
+    "--question-type",
+    metavar="TYPE",
+    help="The question's type (e.g. ocr_reasoning; `hammr agents` lists each specialist's): "
+    "--system hammr-oracle sends the question to that type's specialist.",
+)
 def ask(
     image: Path,
     question: str,
@@ -116,6 +124,7 @@ def ask(
     no_cache: bool,
     image2: Path | None,
     point: str | None,
+    question_type: str | None,
 ) -> None:
     """Answer QUESTION about the picture in IMAGE (QUESTION: at most 4,000 characters).
 
@@ -153,8 +162,13 @@ def ask(
         llm = build_llm(cfg, cache=False if no_cache else None)
     except (ConfigError, ImageLoadError, LLMError, SpecError) as e:
         fail(str(e))
+    from hammr.agents.baselines import OracleDispatcher
+
+    if isinstance(system, OracleDispatcher) and (why := system.problem(question_type)):
+        fail(why)
+    task = ("", question_type) if question_type else None
     with _Progress(f"{system.name} is working on it") as progress:
-        ctx = ToolContext(backends=backends, llm=llm, on_step=progress.on_step)
+        ctx = ToolContext(backends=backends, llm=llm, on_step=progress.on_step, task=task)
         try:
             result = run_sync(system.run(question, inputs, ctx=ctx))
         except LLMError as e:
@@ -683,6 +697,7 @@ main.add_command(errors_cmd)
 main.add_command(explain_cmd)
 main.add_command(view_cmd)
 main.add_command(avis)
+main.add_command(experiment)
 
 
 if __name__ == "__main__":  # pragma: no cover

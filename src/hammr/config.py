@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hammr.backends.pool import parse_base_urls
+from hammr.paper_settings import faithfulness
 
 ENV_PREFIX = "HAMMR_"
 DEFAULT_FILE = "hammr.toml"
@@ -62,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
         "cache_path": "",
     },
     "agent": {
+        # steps per agent: set here (or --max-steps), it binds every agent, the dispatcher
+        # included; left at the default, an agent file's own limit wins (the dispatcher's 4)
         "max_steps": 8,
         # what `hammr ask` runs: 'hammr' (dispatcher + specialists), 'naive' (the flat
         # baseline) or any agent's name (see `hammr agents`)
@@ -106,6 +109,9 @@ DEFAULTS: dict[str, Any] = {
         "max_objects": 4,
         # what the detector is asked for, comma-separated (default: its own classes)
         "object_names": "",
+        # avis-autonomous's planner shows each action's worked examples (true); false: the
+        # task descriptions only, as the paper's no-graph baseline ran
+        "autonomous_examples": True,
     },
     # memory of past runs (MuSEAgent's experience bank; the Reflexion and ExpeL baselines):
     # what --system muse / reflexion / expel read, and how the bank is searched
@@ -113,12 +119,18 @@ DEFAULTS: dict[str, Any] = {
         # the memory file: an experience bank (`hammr memory build`) for muse and for any agent
         # given SearchExperiences; a reflexion or expel memory for those systems
         "path": "",
-        # agent: the agent calls SearchExperiences when it wants (MuSEAgent); every_step: a
-        # search is made on entering each new state and its guidance shown with the state
+        # agent: the agent calls SearchExperiences when it wants; every_step: a search is made
+        # before each action (every step, MuSEAgent's section 3.3) and its guidance shown
+        # with the state
         "policy": "agent",
         # breadth: hits per search; depth: viewpoints a deep search goes through
         "k": 3,
         "depth": 3,
+        # how a deep search picks its viewpoints: upfront (all named before the first round,
+        # in order) or per_round (MuSEAgent's Eqs. 5-6: each round's viewpoint chosen after
+        # seeing the earlier rounds' hits, by the agent's model; SearchExperiences then
+        # searches one viewpoint a call, calls in a row being the rounds)
+        "deep_search": "upfront",
         # keep experiences the annotator scored at least this (0-10, inclusive; 0 keeps every
         # annotated experience)
         "min_score": 5,
@@ -150,6 +162,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "agent.router": ("auto", "llm", "neighbours", "hybrid"),
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
     "memory.policy": ("agent", "every_step"),
+    "memory.deep_search": ("upfront", "per_round"),
     "memory.sources": ("correct", "incorrect", "both"),
 }
 
@@ -193,7 +206,8 @@ class ConfigError(ValueError):
 
 def setting_note(cfg: Config, key: str) -> str | None:
     """What a setting means for this configuration, where that depends on the backend (the
-    timeouts); ``hammr config show`` prints it beside the value."""
+    timeouts), and for a setting a paper ran otherwise (:mod:`hammr.paper_settings`) whether
+    its value here is the paper's; ``hammr config show`` prints it beside the value."""
     if key == "llm.timeout_s":
         if cfg.get("llm.backend") == "embedded":
             return (
@@ -206,7 +220,28 @@ def setting_note(cfg: Config, key: str) -> str | None:
         )
     if key == "vlm.timeout_s":
         return "seconds per request to the served VLM ([vlm] base_url)"
-    return None
+    value = cfg.get(key)
+    effective = effective_setting(cfg, key)
+    paper = faithfulness(key, effective)
+    if paper is not None and effective != value:
+        return f"{value} here means {effective!r}: {paper}"
+    return paper
+
+
+def effective_setting(cfg: Config, key: str) -> Any:
+    """What an 'auto' setting resolves to on this configuration, where the configuration
+    alone says (agent.router, agent.setting); any other value as it is."""
+    value = cfg.get(key)
+    if value != "auto":
+        return value
+    if key == "agent.router":
+        # the embedded model routes worse than chance (benchmarks/routing_accuracy.py), so
+        # it only gets the neighbours' decisions
+        return "neighbours" if cfg.get("llm.backend") == "embedded" else "hybrid"
+    if key == "agent.setting":
+        backend = str(cfg.get("tools.vqa.backend") or "none")
+        return "tools_only" if backend == "none" else "with_vqa"
+    return value
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -398,3 +433,24 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     _read_switches(cfg)
     _validate(cfg)
     return cfg
+
+
+def with_settings(cfg: Config, settings: Mapping[str, Any], source: str) -> Config:
+    """A copy of ``cfg`` with dotted ``settings`` applied over it (an experiment's run
+    overrides; ``source`` says where they came from), checked as a loaded file is: an
+    unknown key or a bad value raises ConfigError naming the key and ``source``."""
+    known = _flatten({k: v for k, v in DEFAULTS.items() if k != "tools"})
+    data = copy.deepcopy(cfg.data)
+    sources = dict(cfg.sources)
+    for key, value in settings.items():
+        if key not in known and not key.startswith("tools."):
+            raise ConfigError(
+                f"unknown setting {key} (from {source}); `hammr config show` lists them"
+            )
+        _set(data, key, value, source)
+        sources[key] = source
+    out = Config(data, sources, cfg.path)
+    _read_urls(out)
+    _read_switches(out)
+    _validate(out)
+    return out

@@ -102,6 +102,8 @@ class SystemInfo:
     """Searches images in ``avis.image_index``."""
     long_prompt: bool = False
     """One prompt with every tool and worked example (longer than a small model's context)."""
+    required_tools: bool = False
+    """True: without a backend for each of :attr:`tools` the system does not start."""
 
 
 LONG_PROMPT_TOKENS = 10_000
@@ -133,6 +135,23 @@ SYSTEMS: dict[str, SystemInfo] = {
             "examples in one prompt",
             tools=_HAMMR_TOOLS,
             long_prompt=True,
+        ),
+        SystemInfo(
+            "hammr-oracle",
+            "HAMMR",
+            "baseline: perfect routing (Table 2, the specialists on their own datasets)",
+            "each question goes straight to the specialist of its ground-truth question type "
+            "(the sample's; `hammr ask --question-type`), no dispatcher",
+            tools=_HAMMR_TOOLS,
+        ),
+        SystemInfo(
+            "vlm",
+            "HAMMR",
+            "baseline: the VQA model answering directly (Table 5; the workshop's Table 1)",
+            "one call of the configured VQA backend per question, no agent and no LLM (a "
+            "point is drawn on the image; two images go side by side)",
+            tools=("vqa",),
+            required_tools=True,
         ),
         SystemInfo(
             "mulprog",
@@ -169,6 +188,12 @@ SYSTEMS: dict[str, SystemInfo] = {
             "AVIS's planner and reasoner with every action allowed in every state",
             tools=("detect", "caption", "entity", "ocr", "vqa", "web|kb"),
             image_index=True,
+        ),
+        SystemInfo(
+            "llm-only",
+            "AVIS",
+            "baseline: the language model from the question alone (Table 5)",
+            "one call of the configured model, few-shot, answering without ever seeing the image",
         ),
         SystemInfo(
             "cot",
@@ -427,6 +452,7 @@ def _problems(
             Problem(
                 f"{what}: the tools that need it are unavailable",
                 capability_fix(first),
+                blocking=info.required_tools,
                 capability=capability.replace("|", " or "),
             )
         )

@@ -32,10 +32,13 @@ class Workbench:
 SystemFactory = Callable[[Workbench], System]
 
 FACTORIES: dict[str, str] = {
+    "hammr-oracle": "hammr.agents.baselines:oracle_system",
+    "vlm": "hammr.agents.baselines:vlm_system",
     "mulprog": "hammr.programs.system:mulprog_system",
     "mulprog-direct": "hammr.programs.direct:direct_system",
     "avis": "hammr.avis.system:avis_system",
     "avis-autonomous": "hammr.avis.system:autonomous_system",
+    "llm-only": "hammr.avis.llm_only:llm_only_system",
     "cot": "hammr.muse.system:cot_system",
     "react": "hammr.muse.system:react_system",
     "muse": "hammr.muse.system:muse_system",

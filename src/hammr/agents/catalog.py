@@ -136,8 +136,13 @@ class AgentCatalog:
         grammar: bool | None = None,
         max_steps: int = 8,
         only: Iterable[str] | None = None,
+        override_steps: bool = False,
     ) -> dict[str, ReActAgent]:
-        """ReActAgents for ``only`` (default: every spec) and the agents they call."""
+        """ReActAgents for ``only`` (default: every spec) and the agents they call.
+
+        ``max_steps`` is the limit of an agent whose file sets none; with ``override_steps``
+        (a limit the user chose: ``--max-steps``, or ``[agent] max_steps`` in the config) it
+        is every agent's, the dispatcher's fixed 4 included."""
         available = {t.name: t for t in tools}
         agents: dict[str, ReActAgent] = {}
         for name in self._order(only if only is not None else self.specs):
@@ -160,7 +165,7 @@ class AgentCatalog:
                 tools=members,
                 examples=spec.examples,
                 llm=llm,
-                max_steps=spec.max_steps or max_steps,
+                max_steps=steps_of(spec, max_steps, override_steps),
                 inputs=spec.inputs,
                 grammar=grammar,
                 **dispatcher_options(spec, members),
@@ -195,6 +200,7 @@ class AgentCatalog:
         llm: LLM | None = None,
         grammar: bool | None = None,
         max_steps: int = 8,
+        override_steps: bool = False,
     ) -> ReActAgent:
         """The naive generic ReAct agent: every specialist's tools, guidance and examples in
         one flat prompt (the paper's baseline, its section 3.2)."""
@@ -218,7 +224,10 @@ class AgentCatalog:
         missing = [n for n in names if n not in available]
         if missing:
             raise SpecError(f"naive agent: unknown tool(s) {', '.join(missing)}")
-        steps = max((s.max_steps or max_steps for s in self.specialists), default=max_steps)
+        steps = max(
+            (steps_of(s, max_steps, override_steps) for s in self.specialists),
+            default=max_steps,
+        )
         return ReActAgent(
             name=NAIVE_NAME,
             description="Answers any visual question with every tool and worked example at once.",
@@ -230,6 +239,14 @@ class AgentCatalog:
             inputs={"image": "image"},
             grammar=grammar,
         )
+
+
+def steps_of(spec: AgentSpec, max_steps: int, override: bool = False) -> int:
+    """An agent's step limit: its file's own (``max_steps`` in the agent file), else
+    ``max_steps``; with ``override``, ``max_steps`` whatever the file says."""
+    if override:
+        return max_steps
+    return spec.max_steps or max_steps
 
 
 def dispatcher_options(spec: AgentSpec, tools: Iterable[Tool]) -> dict[str, Any]:

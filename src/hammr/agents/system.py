@@ -12,7 +12,7 @@ from hammr.agents.catalog import NAIVE_NAME, AgentCatalog, Setting, resolve_sett
 from hammr.agents.routing import NeighbourRouter, RoutedDispatcher, RouterKind
 from hammr.agents.spec import SpecError
 from hammr.backends.llm.base import LLM
-from hammr.config import Config
+from hammr.config import Config, effective_setting
 from hammr.tools.base import Tool, ToolContext
 from hammr.values import Value
 
@@ -37,10 +37,7 @@ class System(Protocol):
 def router_setting(cfg: Config) -> RouterKind:
     """agent.router, with 'auto' resolved: the embedded model routes worse than chance
     (benchmarks/routing_accuracy.py), so it only gets the neighbours' decisions."""
-    chosen = str(cfg.get("agent.router"))
-    if chosen == "auto":
-        return "neighbours" if cfg.get("llm.backend") == "embedded" else "hybrid"
-    return chosen  # type: ignore[return-value]
+    return str(effective_setting(cfg, "agent.router"))  # type: ignore[return-value]
 
 
 def router_cache_dir() -> Path:
@@ -64,6 +61,9 @@ class AgentSystems:
     llm: LLM | None = None
     grammar: bool | None = None
     max_steps: int = 8
+    override_steps: bool = False
+    """``max_steps`` was chosen by the user and binds every agent, the dispatcher included
+    (see :meth:`AgentCatalog.build`)."""
 
     @classmethod
     def build(
@@ -79,10 +79,18 @@ class AgentSystems:
         llm: LLM | None = None,
         grammar: bool | None = None,
         max_steps: int = 8,
+        override_steps: bool = False,
     ) -> AgentSystems:
         catalog = catalog or AgentCatalog.load()
         chosen = resolve_setting(setting, backends)
-        agents = catalog.build(tools, setting=chosen, llm=llm, grammar=grammar, max_steps=max_steps)
+        agents = catalog.build(
+            tools,
+            setting=chosen,
+            llm=llm,
+            grammar=grammar,
+            max_steps=max_steps,
+            override_steps=override_steps,
+        )
         return cls(
             catalog,
             agents,
@@ -95,6 +103,7 @@ class AgentSystems:
             llm,
             grammar,
             max_steps,
+            override_steps,
         )
 
     @classmethod
@@ -106,9 +115,14 @@ class AgentSystems:
         *,
         max_steps: int | None = None,
     ) -> AgentSystems:
+        """The agents of ``cfg``. A step limit the user chose (``max_steps``, from
+        ``--max-steps``, or ``[agent] max_steps`` set in the config file or environment)
+        binds every agent, the dispatcher included; left unset, an agent whose file fixes
+        its own limit keeps it (the dispatcher: 4) and the others get the default."""
         from hammr.factory import grammar_setting
 
         catalog = AgentCatalog.from_config(cfg)
+        chosen_steps = max_steps is not None or "agent.max_steps" in cfg.sources
         return cls.build(
             tools,
             backends,
@@ -119,6 +133,7 @@ class AgentSystems:
             router_k=int(cfg.get("agent.router_k")),
             grammar=grammar_setting(cfg),
             max_steps=max_steps or int(cfg.get("agent.max_steps")),
+            override_steps=chosen_steps,
         )
 
     def names(self) -> list[str]:
@@ -153,6 +168,7 @@ class AgentSystems:
             llm=self.llm,
             grammar=self.grammar,
             max_steps=self.max_steps,
+            override_steps=self.override_steps,
         )
 
     def system(self, name: str) -> System:

@@ -10,7 +10,8 @@ How an AVIS run reads in the one :class:`hammr.trace.Trace` (agent ``"AVIS"``):
   ``output = {"objects": [{"id", "region", "box", "image", "caption", "entities", "text"}],
   "missing": [capability, ...]}``, ``observation`` the context as the planner reads it.
 * then one step per action, each with ``state`` set (``START`` or the action whose state
-  it is), ``candidates`` (graph[state] minus the actions tried there), ``tool`` = the
+  it is), ``candidates`` (graph[state] minus the actions tried there, and minus object_select
+  once every object has been selected), ``tool`` = the
   action's name (``object_select``, ``vqa``, ``web_search``, ...), ``arguments =
   {"query": ...}`` (and ``"object"`` for object_select), ``output`` the action's encoded
   value, ``observation`` what the reasoner read, ``verdict`` (``not_informative`` /

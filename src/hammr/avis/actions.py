@@ -1,7 +1,9 @@
 """AVIS's actions, each over the library's tools and capabilities (none re-implemented).
 
 * ``object_select``: the object selector (one model call) picks an object of the visual
-  context; later visual actions look at that object's crop.
+  context; later visual actions look at that object's crop. Objects already selected in the
+  run are not offered again (as the paper's selector excludes them); with none left the
+  action fails with an observation and the planner backtracks.
 * ``vqa``: the library's VQA tool on the object in focus.
 * ``identical_image_search`` / ``image_search``: the local image index (``[avis]
   image_index``) searched with the object in focus: identical copies by perceptual hash (and
@@ -83,6 +85,8 @@ class ActionInput:
     """What the run has found so far (llm_qa's notes)."""
     images: dict[str, Image]
     """The trace's image table (outputs are encoded into it)."""
+    selected: frozenset[int] = frozenset()
+    """Ids of the objects object_select already chose in this run (not offered again)."""
 
 
 def _failed(e: Exception, kind: str | None = None) -> ActionOutcome:
@@ -134,7 +138,12 @@ class ActionRunner:
         raise ValueError(f"no way to run the action {action!r}")
 
     async def _object_select(self, given: ActionInput, model: LLM) -> ActionOutcome:
-        objects = given.context.objects
+        objects = [o for o in given.context.objects if o.id not in given.selected]
+        if not objects:
+            taken = ", ".join(f"#{i}" for i in sorted(given.selected))
+            return _failed(
+                ToolError(f"every object was already selected ({taken}); choose another action")
+            )
         ids = [o.id for o in objects]
         listing = "\n".join(o.render() for o in objects)
         request = constrained_request(

@@ -35,9 +35,11 @@ class Planner:
         self,
         actions: Mapping[str, ActionSpec],
         *,
-        examples: Mapping[str, Sequence[PlannerExample]] = PLANNER_EXAMPLES,
+        examples: Mapping[str, Sequence[PlannerExample]] | None = PLANNER_EXAMPLES,
         grammar: bool | None = None,
     ) -> None:
+        """``examples=None``: the prompt shows the candidates' descriptions and no worked
+        example (the paper's no-graph baseline)."""
         self.actions = dict(actions)
         self.examples = examples
         self.grammar = grammar

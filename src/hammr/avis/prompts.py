@@ -1,7 +1,8 @@
 """AVIS's prompts and worked examples, written for hammr (the paper's structure, our text).
 
 Four prompts: the question decomposition, the planner (candidate descriptions plus worked
-examples for the candidates only), the object selector and the reasoner (one prompt for
+examples for the candidates only, or the descriptions alone for the no-graph baseline as
+the paper ran it), the object selector and the reasoner (one prompt for
 outputs of visual actions, one for knowledge actions). Each ends where the model writes,
 in a fixed line format that :mod:`hammr.avis.replies` parses and, where the backend takes a
 grammar, constrains.
@@ -59,6 +60,19 @@ Context:
 {context}
 Write the action's name and the query to send it, as in the examples.
 """
+
+PLANNER_BARE = """\
+Your goal is to answer this query about an image: {query}
+Choose the next action. The actions you can take now:
+{actions}
+
+Query: {query}
+Context:
+{context}
+Write "Action:" with one action's name, then "Query:" with the query to send it.
+"""
+"""The planner of the paper's no-graph baseline: the candidates' task descriptions and no
+worked example (``avis.autonomous_examples = false``)."""
 
 OBJECT_SELECT = """\
 Pick the object that best helps answer the query. Explain in one sentence, then write
@@ -267,10 +281,13 @@ def planner_prompt(
     query: str,
     context: str,
     candidates: Sequence[ActionSpec],
-    examples: Mapping[str, Sequence[PlannerExample]] = PLANNER_EXAMPLES,
+    examples: Mapping[str, Sequence[PlannerExample]] | None = PLANNER_EXAMPLES,
 ) -> str:
-    """The planner's prompt: only the candidates' descriptions and examples are shown."""
+    """The planner's prompt: only the candidates' descriptions and examples are shown;
+    ``examples=None``: the descriptions alone (the paper's no-graph baseline)."""
     actions = "\n".join(f"- {a.name}: {a.description}" for a in candidates)
+    if examples is None:
+        return PLANNER_BARE.format(query=query, actions=actions, context=context or "(nothing yet)")
     shown = [e.text() for a in candidates for e in examples.get(a.name, ())]
     return PLANNER.format(
         query=query,

@@ -2,7 +2,8 @@
 transition graph with a stack of states (working memory) and backtracking.
 
 At the state on top of the stack the planner chooses among graph[state] minus the actions
-tried there. The reasoner labels the output:
+tried there (and minus object_select once every object has been selected: the selector
+never picks an object twice in a run). The reasoner labels the output:
 
 * not informative (or the action failed, or no verdict): the action is marked tried and the
   planner chooses again at the same state (a backtrack);
@@ -31,7 +32,7 @@ from hammr.avis.actions import ActionInput, ActionOutcome, ActionRunner, ImageSe
 from hammr.avis.context import VisualContext, VisualObject, build_context
 from hammr.avis.graph import START, Phase, TransitionGraph
 from hammr.avis.planner import Planner
-from hammr.avis.prompts import best_evidence_prompt
+from hammr.avis.prompts import PLANNER_EXAMPLES, best_evidence_prompt
 from hammr.avis.reasoner import Reasoner
 from hammr.avis.replies import Decomposition, ReplyError
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, LLMResponse, Message
@@ -214,6 +215,8 @@ class _Run:
         self.ctx = ctx
         self.answers: list[tuple[Phase, str]] = []
         self.findings: list[str] = []
+        self.selected: list[int] = []
+        """Objects object_select chose so far: never offered to it again."""
 
     def _context_text(self, frame: Frame) -> str:
         base = self.context.render() if frame.focus.id == 0 else frame.focus.render()
@@ -232,7 +235,7 @@ class _Run:
                     f"the budget of {s.settings.max_steps} steps is spent"
                 )
             frame = stack[-1]
-            candidates = s.graph.candidates(frame.state, frame.tried)
+            candidates = self._offerable(s.graph.candidates(frame.state, frame.tried))
             if not candidates or frame.tries >= s.settings.max_tries_per_state:
                 stack.pop()  # nothing left here: back to the state below
                 self._mark_backtrack()
@@ -247,6 +250,16 @@ class _Run:
             if answer is not None:
                 return answer
         return await self._best_evidence("every path was tried")
+
+    def _offerable(self, candidates: list[str]) -> list[str]:
+        """The graph's candidates less object_select once every object has been selected
+        (the paper's selector excludes objects already chosen)."""
+        if "object_select" in candidates and "object_select" in self.s.runner.actions:
+            spec = self.s.runner.actions["object_select"]
+            ids = {o.id for o in self.context.objects}
+            if spec.tool is None and ids <= set(self.selected):
+                return [c for c in candidates if c != "object_select"]
+        return candidates
 
     def _mark_backtrack(self) -> None:
         for step in reversed(self.trace.steps):
@@ -276,7 +289,12 @@ class _Run:
         step.action = f"{action}(query={query!r})"
         t1 = time.perf_counter()
         given = ActionInput(
-            query, frame.focus, self.context, "\n".join(frame.notes), self.trace.images
+            query,
+            frame.focus,
+            self.context,
+            "\n".join(frame.notes),
+            self.trace.images,
+            frozenset(self.selected),
         )
         outcome = await s.runner.run(action, given, self.model, self.ctx)
         step.tool_latency_s = time.perf_counter() - t1
@@ -290,6 +308,8 @@ class _Run:
         )
         if outcome.focus is not None:
             step.arguments["object"] = outcome.focus.id
+            if action == "object_select":
+                self.selected.append(outcome.focus.id)
         if outcome.error_kind is not None:
             step.error_kind, step.error = outcome.error_kind, outcome.error
             self._not_informative(step, frame, action)
@@ -420,6 +440,8 @@ def _build(bench: Workbench, *, autonomous: bool) -> AvisSystem:
 
     graph = _graph_of(bench, autonomous)
     grammar = grammar_setting(bench.config)
+    # avis.autonomous_examples = false: the paper's no-graph baseline (descriptions only)
+    bare = autonomous and not bool(bench.config.get("avis.autonomous_examples", True))
     index, prepare = _image_index(bench)
     runner = ActionRunner(
         graph.actions, {t.name: t for t in builtin_tools()}, index, grammar=grammar
@@ -427,7 +449,9 @@ def _build(bench: Workbench, *, autonomous: bool) -> AvisSystem:
     return AvisSystem(
         graph,
         runner,
-        planner=Planner(graph.actions, grammar=grammar),
+        planner=Planner(
+            graph.actions, examples=None if bare else PLANNER_EXAMPLES, grammar=grammar
+        ),
         reasoner=Reasoner(grammar=grammar),
         settings=settings_from(bench.config),
         name="avis-autonomous" if autonomous else "avis",

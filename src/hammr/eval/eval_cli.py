@@ -6,10 +6,7 @@ module shares live below both, in :mod:`hammr.cli_common`.
 
 from __future__ import annotations
 
-import contextlib
-from datetime import date
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -70,25 +67,6 @@ that differ), benchmarks with their sub-tasks and micro average as columns, then
 aggregates. --scaling DIR plots accuracy against memory.depth and memory.k (and each
 --ablation KEY) as read from the runs' stored settings, one line per benchmark.
 """
-
-
-_SECRET_WORDS = ("key", "token", "secret", "password")
-
-
-def _recorded_config(cfg: Any) -> dict[str, Any]:
-    """Every setting, to keep with the run; values of keys that look like secrets are
-    replaced (hammr reads secrets from environment variables, named by *_env keys)."""
-    out: dict[str, Any] = {}
-    for key, value, _ in cfg.items():
-        last = key.rsplit(".", 1)[-1].lower()
-        secret = any(w in last for w in _SECRET_WORDS) and not last.endswith("_env")
-        out[key] = "<redacted>" if secret and value else value
-    return out
-
-
-def _suite_label(name_or_path: str) -> str:
-    p = Path(name_or_path)
-    return p.stem if p.suffix else name_or_path
 
 
 @click.command("eval", epilog=EPILOG_EVAL)
@@ -184,7 +162,8 @@ def _suite_label(name_or_path: str) -> str:
 @click.option(
     "--max-steps",
     type=click.IntRange(min=1),
-    help="Step limit per agent (default: agent.max_steps).",
+    help="Step limit of every agent, the dispatcher included (default: agent.max_steps if "
+    "set, else each agent file's own limit, else 8).",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option(
@@ -254,208 +233,50 @@ def eval_cmd(
     status: 0 done (failed samples are stored as such), 2 bad input or configuration,
     130 interrupted (run the same command again to resume).
     """
-    from hammr.agents import SpecError
-    from hammr.backends.llm.base import LLMError, run_sync
-    from hammr.config import ConfigError, load_config
-    from hammr.eval.executors import ExecutorError
-    from hammr.eval.job import EvalJob, resolve_judge, sample_timeout, work_counted
-    from hammr.eval.runner import EvalOutcome, EvalProgress, run_samples, sample_key
-    from hammr.eval.runner import planned as plan_run
-    from hammr.eval.store import StoreError
-    from hammr.eval.suites import load_suite
-
-    if executor == "local" and (ray_address or ship_images is not None):
-        fail("--ray-address and --ship-images go with --executor ray")
-    try:
-        cfg = load_config(config_path)
-        if memory_path is not None:  # recorded with the run's config, like any setting
-            cfg.data["memory"]["path"] = str(memory_path.resolve())
-            cfg.sources["memory.path"] = "--memory"
-        system_name = system_name or str(cfg.get("agent.system"))
-        suite = load_suite(suite_name)
-        samples = suite.samples(data_dir, limit=limit, seed=seed, half=half, split_seed=split_seed)
-    except (ConfigError, FileNotFoundError, ValueError) as e:
-        fail(str(e))
-    if not samples:
-        fail(f"suite {suite_name!r} has no samples in {data_dir}")
-    label = _suite_label(suite_name)
-    name = run_name or f"{label}-{system_name}-{date.today().isoformat()}"
-    checkpoint = str(bem_checkpoint) if bem_checkpoint else None
-    budget = sample_timeout(cfg, timeout_s)
-    work = work_counted(cfg)
-    try:
-        job = EvalJob(
-            config=cfg,
-            system=system_name,
-            max_steps=max_steps,
-            cache=False if no_cache else None,
-            judge=resolve_judge(judge, cfg, checkpoint),
-            bem_checkpoint=checkpoint,
-            timeout_s=budget,
-            work=work,
-            concurrency=concurrency,
-            metrics_used=tuple(sorted({e.metric for e, _ in samples if isinstance(e.metric, str)})),
-        )
-        # Only the local executor answers here; Ray's workers each build their own (a bad
-        # configuration is then one line from the first worker that cannot start).
-        built = job.build() if executor == "local" else None
-    except (ConfigError, LLMError, SpecError) as e:
-        fail(str(e))
-    config = _recorded_config(cfg)
-    in_flight = job.in_flight
-    settings = {
-        "suite": suite_name,
-        "data_dir": str(data_dir.resolve()),
-        "limit": limit,
-        "seed": seed,
-        "concurrency": in_flight,
-        "timeout_s": budget,
-        "timeout_counts": work,
-        "max_steps": max_steps,
-        "judge": job.judge,
-    }
-    if half:
-        settings.update(split=half, split_seed=split_seed)
-    store = open_store(store_path)
-    if retry_failed and store.run_info(name) is None:
-        store.close()
-        fail(
-            f"--retry-failed: no run {name!r} in {store.path} to ask again; name a stored run "
-            "(`hammr runs`), or leave out --retry-failed to start this one"
-        )
-    try:
-        info, created = store.open_run(name, label, system_name, config=config, settings=settings)
-        before = (info.settings.get("split"), info.settings.get("split_seed"))
-        if not created and before != (settings.get("split"), settings.get("split_seed")):
-            store.close()
-            was = f"the {before[0]} split (seed {before[1]})" if before[0] else "no split"
-            fail(
-                f"run {name!r} was made with {was}; give this half its own --name, so the two "
-                "halves never mix in one run"
-            )
-        # Held from here to the end: a second `hammr eval` on this run is refused in one
-        # line naming this one, before it asks anything (see hammr.eval.driver_lock).
-        hold = contextlib.ExitStack()
-        hold.callback(store.close)
-        hold.enter_context(store.driving(name))
-    except StoreError as e:
-        store.close()
-        fail(str(e))
-    # --retry-failed: failed records stay stored until their new answers replace them.
-    plan, again = plan_run(store, name, samples, retry_failed=retry_failed)
-    if again:
-        click.echo(f"{name}: asking {len(again)} failed samples again", err=True)
-    if plan.duplicates:
-        click.echo(
-            f"hammr: warning: {plan.duplicates} samples repeat an earlier (dataset, id) "
-            "and are skipped",
-            err=True,
-        )
-    where = f"{in_flight} at a time"
-    if executor == "ray":
-        where = f"{workers} Ray workers x {in_flight} at a time"
-    if not created:
-        changed = sorted(
-            k for k in set(config) | set(info.config) if config.get(k) != info.config.get(k)
-        )
-        click.echo(
-            f"resuming run {name}: {plan.skipped} of {plan.total} samples already done ({where})",
-            err=True,
-        )
-        if changed:
-            click.echo(
-                f"note: settings differ from the run's start: {', '.join(changed)}", err=True
-            )
-    else:
-        click.echo(f"run {name}: {plan.total} samples, {where}, store {store.path}", err=True)
-
-    stored = {(r.dataset, r.sample_id): r.score for r in store.score_rows(name)}
-    planned = {sample_key(e, s) for e, s in samples}
-    score_before = sum(v for k, v in stored.items() if k in planned)
-
-    async def execute(bar: EvalProgress) -> EvalOutcome:
-        if executor == "ray":
-            from hammr.eval.executors.ray_executor import run_eval_ray
-
-            return await run_eval_ray(
-                job,
-                samples,
-                store=store,
-                run_name=name,
-                workers=workers,
-                address=ray_address,
-                ship_images=ship_images,
-                on_result=bar.on_result,
-                retry_failed=retry_failed,
-            )
-        assert built is not None
-        return await run_samples(
-            built.answerer(name),
-            samples,
-            store=store,
-            run_name=name,
-            concurrency=in_flight,
-            on_result=bar.on_result,
-            setup=built.prepare,
-            retry_failed=retry_failed,
-        )
-
-    async def go() -> EvalOutcome:
-        try:
-            with EvalProgress(
-                plan.total,
-                done=plan.skipped,
-                score_sum=score_before,
-                label=name,
-                enabled=progress,
-            ) as bar:
-                return await execute(bar)
-        finally:
-            if built is not None:
-                await built.aclose()
-
-    try:
-        outcome = run_sync(go())
-    except ExecutorError as e:
-        hold.close()
-        fail(str(e))
-    except KeyboardInterrupt:
-        n_stored = store.count(name)
-        hold.close()
-        fail(
-            f"interrupted; {n_stored} samples of run {name} are stored, run the same command "
-            "again to resume",
-            code=130,
-        )
-    summary = store.summary(name)
-    hold.close()  # lets go of the run, then closes the store
-    rate = f", {outcome.per_second:.2f} questions/s" if outcome.ran else ""
-    failed = ""
-    if outcome.errors or outcome.timeouts:
-        failed = f"; {outcome.errors} errors, {outcome.timeouts} timeouts (scored 0)"
-    click.echo(
-        f"{name}: {summary.done} samples, mean score {100 * summary.mean:.1f}% "
-        f"({outcome.ran} new in {outcome.elapsed_s:.1f} s{rate}; "
-        f"{outcome.skipped} already done{failed})"
+    from hammr.eval.evaluate import (
+        EvalError,
+        EvalRequest,
+        evaluate,
+        result_lines,
+        result_warnings,
     )
-    click.echo(f"table: hammr report {name}" + (f" --store {store_path}" if store_path else ""))
-    if outcome.timeouts:
-        counted = "wall-clock time less time queued" + (
-            " and waiting for a processor" if work != "wall" else ""
-        )
-        click.echo(
-            f"hammr: warning: {outcome.timeouts} samples timed out ({budget or 0:g} s of work "
-            f"each, counted in {counted}); ask them again with --retry-failed and a longer "
-            "--timeout (--timeout 0: no limit)",
-            err=True,
-        )
-    llm_failed = outcome.statuses.get("llm_failure", 0)
-    if llm_failed:
-        click.echo(
-            f"hammr: warning: {llm_failed} samples ended in llm_failure (is the LLM server up?); "
-            "once it is, add --retry-failed to ask them again",
-            err=True,
-        )
+
+    request = EvalRequest(
+        suite=suite_name,
+        data_dir=data_dir,
+        system=system_name,
+        memory_path=memory_path,
+        limit=limit,
+        concurrency=concurrency,
+        run_name=run_name,
+        timeout_s=timeout_s,
+        seed=seed,
+        half=half,
+        split_seed=split_seed,
+        store_path=store_path,
+        config_path=config_path,
+        retry_failed=retry_failed,
+        judge=judge,
+        bem_checkpoint=bem_checkpoint,
+        max_steps=max_steps,
+        no_cache=no_cache,
+        executor=executor,
+        ray_address=ray_address,
+        workers=workers,
+        ship_images=ship_images,
+        progress=progress,
+    )
+    try:
+        result = evaluate(request, note=lambda line: click.echo(line, err=True))
+    except EvalError as e:
+        fail(str(e), code=e.code)
+    for line in result_lines(result):
+        click.echo(line)
+    click.echo(
+        f"table: hammr report {result.name}" + (f" --store {store_path}" if store_path else "")
+    )
+    for line in result_warnings(result):
+        click.echo(line, err=True)
 
 
 @click.command("report", epilog=EPILOG_REPORT)

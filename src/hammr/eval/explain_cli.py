@@ -48,11 +48,16 @@ Scores (x100, as the official scripts print them) are computed over the run's sa
 have a reference: detection is the MEAgent paper's Eq. 2 as its official code computes it
 (--official-padding, the default) or as the paper writes it (--eq2-padding); grounding is
 REX's; language metrics need Java and pycocoevalcap (pip install 'hammr[explain]').
-The run's answer accuracy is its stored score (`hammr report`).
+Answer accuracy of MEVQA samples is recomputed from the stored answers: 'answer accuracy' as
+the official evaluation.py compares them (exact string equality), 'answer accuracy
+(normalised)' with hammr's exact match (case, punctuation, articles, number words); other
+runs show their stored score (`hammr report`).
 """
 
 Source = Literal["run", "template", "llm", "template (llm fallback)"]
 EXPLAIN_TOOL = "EXPLAIN"
+MEVQA_DATASET = "mevqa"
+"""The adapter whose samples get the official and the normalised answer accuracy."""
 LANGUAGE_ROWS = (
     ("Bleu_1", "BLEU-1"),
     ("Bleu_2", "BLEU-2"),
@@ -279,6 +284,31 @@ def jsonl_row(e: Explained) -> dict[str, Any]:
     return row
 
 
+def answer_accuracies(explained: Sequence[Explained]) -> tuple[float | None, float | None]:
+    """(official, normalised) answer accuracy over the MEVQA samples (dataset ``mevqa``) of
+    ``explained``, 0..1, recomputed from each stored prediction and answer: official is
+    FS-MEVQA's ``evaluation.py`` (exact string equality), normalised hammr's exact match
+    (:mod:`hammr.eval.metrics.mevqa`). (None, None) when there is no MEVQA sample: the table
+    then shows the run's stored score."""
+    from hammr.eval.metrics.mevqa import (
+        accuracy,
+        normalised_answer_correct,
+        official_answer_correct,
+    )
+
+    pairs = [
+        (e.record.prediction, e.record.answers[0])
+        for e in explained
+        if e.record.dataset == MEVQA_DATASET and e.record.answers
+    ]
+    if not pairs:
+        return None, None
+    return (
+        accuracy(official_answer_correct(p, a) for p, a in pairs),
+        accuracy(normalised_answer_correct(p, a) for p, a in pairs),
+    )
+
+
 def padding_label(official_padding: bool) -> str:
     return "official padding" if official_padding else "the paper's Eq. 2 padding"
 
@@ -308,7 +338,11 @@ def print_table(
     table.add_row("  built from traces", str(built))
     table.add_row("    by the LLM", str(count["llm"]))
     table.add_row("    LLM fallbacks to the template", str(fallbacks))
-    if explained:
+    official, normalised = answer_accuracies(explained)
+    if official is not None and normalised is not None:
+        table.add_row("answer accuracy", f"{100 * official:.1f}")
+        table.add_row("answer accuracy (normalised)", f"{100 * normalised:.1f}")
+    elif explained:
         accuracy = fmean(e.record.score for e in explained)
         table.add_row("answer accuracy (the run's score)", f"{100 * accuracy:.1f}")
     if scores is not None and scores.scored:

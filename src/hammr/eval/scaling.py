@@ -8,6 +8,14 @@ search); ``--ablation KEY`` plots any other stored setting the same way (``memor
 A run's value is read from what ``hammr eval`` stored with it (:func:`knob_value`: its
 settings, else its config snapshot). Runs without a memory, or without the setting, are left
 out with a note, as is a second run at a value a line already has.
+
+**The no-experience point.** The paper's Fig. 2 starts both axes at the zero-experience
+ReAct baseline: depth 0 (no search round) is plain ReAct, and its text compares every other
+point to it. A run of the ``react`` system (the same tool agent without memory,
+:data:`NO_EXPERIENCE_SYSTEMS`) is therefore placed at 0 on the depth and breadth plots
+(:data:`ZERO_AT`), with a note; ``memory.depth`` itself stays at least 1 (a muse run always
+searches), so the one way to plot depth 0 is to name a react run beside the muse runs.
+Other systems without memory are still left out.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from hammr.output_file import write_output
 __all__ = [
     "FIGURES",
     "MICRO_AVERAGE",
+    "NO_EXPERIENCE_SYSTEMS",
+    "ZERO_AT",
     "Point",
     "ScalingPlot",
     "Series",
@@ -38,6 +48,10 @@ __all__ = [
 FIGURES: tuple[tuple[str, str], ...] = (("memory.depth", "depth"), ("memory.k", "breadth"))
 """(setting, file stem) of the two plots of ``--scaling``."""
 MICRO_AVERAGE = "micro average"
+NO_EXPERIENCE_SYSTEMS: tuple[str, ...] = ("react",)
+"""Systems whose runs are the paper's zero-experience point (plain ReAct, no memory)."""
+ZERO_AT: tuple[str, ...] = ("memory.depth", "memory.k")
+"""The settings at whose 0 such a run is plotted (no search round, no experience)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +87,12 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _run_value(info: RunInfo, key: str) -> tuple[Any, str | None]:
-    """(value, None) or (None, why the run is left out)."""
+def _run_value(info: RunInfo, key: str, notes: list[str]) -> tuple[Any, str | None]:
+    """(value, None) or (None, why the run is left out); a react run is at 0 of
+    :data:`ZERO_AT` (see the module docstring), said in ``notes``."""
+    if key in ZERO_AT and info.system in NO_EXPERIENCE_SYSTEMS:
+        notes.append(f"{info.name}: {info.system} without memory, plotted at {key}=0")
+        return 0, None
     if key.startswith("memory.") and not uses_memory(info):
         return None, f"{info.name}: no memory, left out of {key}"
     value = knob_value(info, key)
@@ -103,7 +121,7 @@ def scaling_series(
         info = store.run_info(name)
         if info is None:
             raise StoreError(store.unknown_run_message(name))
-        x, why = _run_value(info, key)
+        x, why = _run_value(info, key, notes)
         if why is not None:
             notes.append(why)
             continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,15 +18,16 @@ import click
 from hammr.cli_common import (
     config_option,
     fail,
-    open_store,
     require_question,
     store_option,
     unfinished_run,
 )
+from hammr.memory.command_error import MemoryCommandError
 from hammr.terminal_text import safe_json, safe_line, safe_text
 
 if TYPE_CHECKING:
     from hammr.config import Config
+    from hammr.eval.store import RunStore
     from hammr.memory.bank import Annotation, ExperienceBank, StoredExperience
 
 EPILOG_MEMORY = """\
@@ -99,6 +100,28 @@ def memory() -> None:
 
 
 # -- shared pieces ----------------------------------------------------------------------------
+
+
+def _load_config(path: Path | None) -> Config:
+    from hammr.config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        raise MemoryCommandError(str(e)) from None
+
+
+def _open_store(path: Path | None) -> RunStore | None:
+    """The run store (None when it does not exist), for a function that must not exit."""
+    from hammr.eval.store import RunStore, StoreError, default_store_path
+
+    where = path if path is not None else default_store_path()
+    if not where.exists():
+        return None
+    try:
+        return RunStore(where, create=False)
+    except (StoreError, OSError) as e:
+        raise MemoryCommandError(str(e)) from None
 
 
 def _config(path: Path | None) -> Config:
@@ -178,19 +201,21 @@ def _read_annotations(path: Path, default_annotator: str) -> dict[str, Annotatio
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        fail(f"cannot read {path}: {e}")
+        raise MemoryCommandError(f"cannot read {path}: {e}") from None
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             doc = json.loads(line)
         except json.JSONDecodeError as e:
-            fail(f"{path} line {no}: not JSON ({e.msg})")
+            raise MemoryCommandError(f"{path} line {no}: not JSON ({e.msg})") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
-            fail(f'{path} line {no}: expected {{"id": ..., "score": 0-10, "guidance": "..."}}')
+            raise MemoryCommandError(
+                f'{path} line {no}: expected {{"id": ..., "score": 0-10, "guidance": "..."}}'
+            )
         guidance = doc.get("guidance", "")
         if not isinstance(guidance, str) or not guidance.strip():
-            fail(f"{path} line {no}: the guidance is missing or empty")
+            raise MemoryCommandError(f"{path} line {no}: the guidance is missing or empty")
         try:
             out[doc["id"]] = Annotation(
                 doc.get("score"),  # type: ignore[arg-type]
@@ -198,7 +223,7 @@ def _read_annotations(path: Path, default_annotator: str) -> dict[str, Annotatio
                 str(doc.get("annotator") or default_annotator),
             )
         except BankError as e:
-            fail(f"{path} line {no}: {e}")
+            raise MemoryCommandError(f"{path} line {no}: {e}") from None
     return out
 
 
@@ -297,6 +322,56 @@ def build_cmd(
     RUN: the names of stored runs (`hammr runs` lists them), usually exploration runs. Safe
     to rerun: every stage goes on from where it stopped.
     """
+    try:
+        build_bank(
+            runs,
+            out_path,
+            store_path=store_path,
+            config_path=config_path,
+            annotator_config=annotator_config,
+            annotator_model=annotator_model,
+            annotations_path=annotations_path,
+            embedder_choice=embedder_choice,
+            viewpoints_text=viewpoints_text,
+            correct_at=correct_at,
+            include_failed=include_failed,
+            concurrency=concurrency,
+            max_attempts=max_attempts,
+            no_annotate=no_annotate,
+            no_embed=no_embed,
+            no_cache=no_cache,
+            progress=progress,
+            say=click.echo,
+        )
+    except MemoryCommandError as e:
+        fail(str(e), code=e.code)
+
+
+def build_bank(
+    runs: Sequence[str],
+    out_path: Path,
+    *,
+    store_path: Path | None = None,
+    config_path: Path | None = None,
+    config: Config | None = None,
+    annotator_config: Path | None = None,
+    annotator_model: str | None = None,
+    annotations_path: Path | None = None,
+    embedder_choice: EmbedderChoice = "auto",
+    viewpoints_text: str | None = None,
+    correct_at: float = 1.0,
+    include_failed: bool = False,
+    concurrency: int = 4,
+    max_attempts: int = 3,
+    no_annotate: bool = False,
+    no_embed: bool = False,
+    no_cache: bool = False,
+    progress: bool | None = None,
+    say: Callable[[str], None] = click.echo,
+) -> None:
+    """``hammr memory build`` as a function (its options, one argument each; ``config``: a
+    configuration already loaded, used instead of ``config_path``). Raises
+    :class:`MemoryCommandError` where the command prints its one-line error."""
     from hammr.backends.llm.base import run_sync
     from hammr.config import ConfigError
     from hammr.memory.bank import BankError, ExperienceBank
@@ -304,19 +379,19 @@ def build_cmd(
     from hammr.memory.experiences import ExperienceError, experiences_from_runs
     from hammr.memory.viewpoints import ViewpointError, viewpoint_names
 
-    cfg = _config(config_path)
+    cfg = config if config is not None else _load_config(config_path)
     show = _stderr_is_tty() if progress is None else progress
     viewpoints = None
     if viewpoints_text is not None:
         try:
             viewpoints = viewpoint_names(_viewpoint_list([viewpoints_text]))
         except ViewpointError as e:
-            fail(str(e))
+            raise MemoryCommandError(str(e)) from None
         if not viewpoints:
-            fail("--viewpoints names no viewpoint")
-    store = open_store(store_path, create=False)
+            raise MemoryCommandError("--viewpoints names no viewpoint")
+    store = _open_store(store_path)
     if store is None:
-        fail(f"no run named {runs[0]!r}: the run store does not exist yet")
+        raise MemoryCommandError(f"no run named {runs[0]!r}: the run store does not exist yet")
     empty = unfinished_run(
         store,
         runs,
@@ -327,22 +402,24 @@ def build_cmd(
     if empty is not None:
         store.close()
         also = "; or take them as they are with --include-failed" if empty.stored else ""
-        fail(f"{empty.message}{also}")
+        raise MemoryCommandError(f"{empty.message}{also}")
     try:
         harvest = experiences_from_runs(
             store, runs, correct_at=correct_at, include_failed=include_failed
         )
     except ExperienceError as e:
-        fail(str(e))
+        store.close()
+        raise MemoryCommandError(str(e)) from None
     try:
         bank = ExperienceBank(out_path, viewpoints=viewpoints)
     except BankError as e:
-        fail(str(e))
+        store.close()
+        raise MemoryCommandError(str(e)) from None
     with bank, bank.removed_on_failure(bank.holds_model_work):
         added = bank.add(harvest.experiences, store)
         store.close()
         skipped = ", ".join(f"{n} {why}" for why, n in harvest.skipped.items())
-        click.echo(
+        say(
             f"experiences: {len(harvest.experiences)} from {harvest.samples} samples of "
             f"{len(runs)} run(s), {added} new"
             + (f"; samples left out: {skipped}" if skipped else "")
@@ -357,11 +434,11 @@ def build_cmd(
             try:
                 bank.annotate(imported)
             except BankError as e:
-                fail(str(e))
-            click.echo(f"imported: {len(imported)} annotations from {annotations_path}")
+                raise MemoryCommandError(str(e)) from None
+            say(f"imported: {len(imported)} annotations from {annotations_path}")
         todo = len(bank.experiences(annotated=False))
         if no_annotate:
-            click.echo(f"annotation skipped (--no-annotate): {todo} experiences unannotated")
+            say(f"annotation skipped (--no-annotate): {todo} experiences unannotated")
         elif todo:
             _annotate(
                 bank,
@@ -372,27 +449,26 @@ def build_cmd(
                 max_attempts=max_attempts,
                 cache=False if no_cache else None,
                 progress=show,
+                say=say,
             )
         else:
-            click.echo("annotated: every experience already is")
+            say("annotated: every experience already is")
         if no_embed:
-            click.echo("embedding skipped (--no-embed)")
+            say("embedding skipped (--no-embed)")
         else:
             try:
                 embedder = configured_embedder(cfg, embedder_choice)
                 report = run_sync(bank.build(embedder, on_batch=_build_bar(show)))
             except (ConfigError, BankError, EmbedderError) as e:
-                fail(str(e))
+                raise MemoryCommandError(str(e)) from None
             made = sum(report.embedded.values())
-            click.echo(
-                f"embedded: {made} new vectors with {bank.embedder_name} ({report.seconds:.1f} s)"
-            )
+            say(f"embedded: {made} new vectors with {bank.embedder_name} ({report.seconds:.1f} s)")
         info = bank.info()
         built = info.built()
-        click.echo(f"viewpoints built: {', '.join(built) if built else 'none'}")
+        say(f"viewpoints built: {', '.join(built) if built else 'none'}")
         for name, why in info.skipped().items():
-            click.echo(safe_text(f"  skipped {name}: {why}"))
-        click.echo(f"bank: {bank.path}: {info.experiences} experiences, {info.annotated} annotated")
+            say(safe_text(f"  skipped {name}: {why}"))
+        say(f"bank: {bank.path}: {info.experiences} experiences, {info.annotated} annotated")
 
 
 def _annotate(
@@ -405,20 +481,21 @@ def _annotate(
     max_attempts: int,
     cache: bool | None,
     progress: bool,
+    say: Callable[[str], None],
 ) -> None:
     from hammr.backends.llm.base import LLMError, run_sync
     from hammr.config import ConfigError
     from hammr.factory import build_llm, grammar_setting
     from hammr.memory.annotate import HindsightAnnotator, annotate_bank
 
-    acfg = _config(annotator_config) if annotator_config is not None else cfg
+    acfg = _load_config(annotator_config) if annotator_config is not None else cfg
     if annotator_model:
         acfg = replace(acfg, data={**acfg.data, "llm": {**acfg.section("llm")}})
         acfg.data["llm"]["model"] = annotator_model
     try:
         llm = build_llm(acfg, cache=cache)
     except (ConfigError, LLMError) as e:
-        fail(f"the hindsight model: {e}")
+        raise MemoryCommandError(f"the hindsight model: {e}") from None
     annotator = HindsightAnnotator(llm, max_attempts=max_attempts, grammar=grammar_setting(acfg))
 
     async def go() -> Any:
@@ -431,7 +508,7 @@ def _annotate(
 
     report = run_sync(go())
     for line in report.lines():
-        click.echo(safe_text(line))  # failures quote the hindsight model
+        say(safe_text(line))  # failures quote the hindsight model
 
 
 def _build_bar(show: bool) -> Any:
@@ -719,7 +796,15 @@ def search_cmd(
         click.echo(safe_text(f"    guidance: {h.guidance or '(none)'}"))
 
 
-__all__ = ["build_cmd", "configured_embedder", "memory", "search_cmd", "show_cmd"]
+__all__ = [
+    "MemoryCommandError",
+    "build_bank",
+    "build_cmd",
+    "configured_embedder",
+    "memory",
+    "search_cmd",
+    "show_cmd",
+]
 
 
 def _add_baseline_commands() -> None:

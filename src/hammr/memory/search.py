@@ -31,6 +31,13 @@ back to exact search when even that is not enough.
 list (at most ``max_rounds``), each round adding up to ``k`` hits whose source task no
 earlier round found; every hit records the round and viewpoint that found it, and the later
 viewpoints that also ranked its source within their top k (``also_found_by``).
+
+**Per-round** deep search (:meth:`ExperienceSearcher.deep_per_round`) is the paper's form of
+it (its Eqs. 5-6): the viewpoint of each round is not fixed up front but chosen by a
+:data:`Chooser` (the agent's model, in :mod:`hammr.muse.viewpoint_choice`) after it has seen
+what the earlier rounds found, and the chooser may stop before ``max_rounds``. A deep search
+spread over several calls (the ``SearchExperiences`` tool, one viewpoint a call) carries the
+earlier calls' hits in ``exclude_ids`` and numbers its rounds on from ``first_round``.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -464,11 +471,56 @@ class ExperienceSearcher:
         k: int | None = None,
         max_rounds: int | None = None,
         images: Mapping[str, Image] | None = None,
+        exclude_ids: Iterable[str] = (),
+        first_round: int = 1,
     ) -> SearchResult:
-        """Up to ``k`` new hits under each viewpoint in turn (at most ``max_rounds``)."""
+        """Up to ``k`` new hits under each viewpoint in turn (at most ``max_rounds``);
+        ``exclude_ids`` and ``first_round`` as :meth:`search_vectors` has them."""
         names = self._rounds(viewpoints, max_rounds)
         queries = [(vp, await self.embed_query(state, vp, images)) for vp in names]
-        return self.search_vectors(queries, k=k, exclude_dataset=self._own(state))
+        return self.search_vectors(
+            queries,
+            k=k,
+            exclude_dataset=self._own(state),
+            exclude_ids=exclude_ids,
+            first_round=first_round,
+        )
+
+    async def deep_per_round(
+        self,
+        state: State,
+        viewpoints: Sequence[str],
+        choose: Chooser,
+        *,
+        k: int | None = None,
+        max_rounds: int | None = None,
+        images: Mapping[str, Image] | None = None,
+        exclude_ids: Iterable[str] = (),
+        first_round: int = 1,
+    ) -> SearchResult:
+        """A deep search whose every round's viewpoint ``choose`` picks, from those of
+        ``viewpoints`` not yet searched, after seeing the hits of the rounds before (see the
+        module docstring); it ends when ``choose`` returns None, after ``max_rounds`` rounds
+        or when no viewpoint is left. BankError when ``choose`` names one not offered."""
+        offered = list(dict.fromkeys(viewpoint_name(v) for v in viewpoints))
+        if not offered:
+            raise BankError("a deep search needs at least one viewpoint")
+        limit = self.settings.max_rounds if max_rounds is None else max_rounds
+        search = _DeepSearch(self, k, self._own(state), exclude_ids, first_round)
+        for _ in range(max(1, limit)):
+            left = tuple(v for v in offered if v not in search.searched)
+            if not left:
+                break
+            chosen = await choose(search.round, left, search.result())
+            if chosen is None:
+                break
+            vp = viewpoint_name(chosen)
+            if vp not in left:
+                raise BankError(
+                    f"round {search.round} may search {', '.join(left)}, not {chosen!r}"
+                )
+            search.add(vp, await self.embed_query(state, vp, images))
+        return search.result()
 
     def _own(self, state: State) -> str | None:
         """The dataset an out-of-domain search leaves out (None: none)."""
@@ -492,49 +544,19 @@ class ExperienceSearcher:
         *,
         k: int | None = None,
         exclude_dataset: str | None = None,
+        exclude_ids: Iterable[str] = (),
+        first_round: int = 1,
     ) -> SearchResult:
         """Search with query vectors already made: one (viewpoint, vector) per round (one for
         a wide search). The rounds are taken in order, as :meth:`deep` does.
         ``exclude_dataset`` leaves out that dataset's experiences (the out-of-domain setting;
-        :meth:`wide` and :meth:`deep` pass the state's when ``out_of_domain`` is on)."""
-        k = self.settings.k if k is None else int(k)
-        if k < 1:
-            raise ValueError(f"k is at least 1, got {k}")
-        notes: list[str] = []
-        taken: dict[int, int] = {}
-        """dedupe key -> position in ``found``."""
-        found: list[tuple[int, float, str, int, list[str]]] = []
-        rounds: list[SearchRound] = []
-        for r, (viewpoint, query) in enumerate(queries, start=1):
-            view = self._view(viewpoint, notes)
-            vp = view.rows.viewpoint
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            if q.shape[0] != view.rows.vectors.shape[1]:
-                raise BankError(
-                    f"a query of {q.shape[0]} numbers cannot search {vp!r}, whose rows have "
-                    f"{view.rows.vectors.shape[1]} (embedder {self.bank.embedder_name})"
-                )
-            ok, eligible, keys = self._filters(view)
-            if exclude_dataset:
-                ok, eligible = self._outside(view, ok, exclude_dataset)
-            new, also, method = self._rank(view, q, ok, eligible, keys, set(taken), k)
-            for key in also:
-                found[taken[key]][4].append(vp)
-            for row, sim in new:
-                key = int(keys[row])
-                taken[key] = len(found)
-                found.append((int(view.rows.seqs[row]), sim, vp, r, []))
-            rounds.append(SearchRound(r, vp, method, eligible, len(new)))
-        if self.settings.min_score is not None and not bool((self._cols().score >= 0).any()):
-            notes.append(
-                "no experience in the bank is annotated yet; none passes the score "
-                f"threshold {self.settings.min_score}"
-            )
-        stored = self.bank.by_seq([f[0] for f in found])
-        hits = tuple(
-            self._hit(stored[seq], sim, vp, r, tuple(also)) for seq, sim, vp, r, also in found
-        )
-        return SearchResult(hits, tuple(rounds), tuple(notes), self.settings)
+        :meth:`wide` and :meth:`deep` pass the state's when ``out_of_domain`` is on);
+        ``exclude_ids`` leaves out the source tasks of these experiences (earlier rounds of
+        a deep search made in several calls), whose rounds are numbered from ``first_round``."""
+        search = _DeepSearch(self, k, exclude_dataset, exclude_ids, first_round)
+        for viewpoint, query in queries:
+            search.add(viewpoint, query)
+        return search.result()
 
     @staticmethod
     def _hit(stored: StoredExperience, sim: float, vp: str, r: int, also: tuple[str, ...]) -> Hit:
@@ -608,6 +630,91 @@ class ExperienceSearcher:
             want = min(n, want * 4)
 
 
+Chooser = Callable[[int, tuple[str, ...], SearchResult], Awaitable[str | None]]
+"""Picks a per-round deep search's next viewpoint: called with the round about to be made,
+the viewpoints it may search and what the earlier rounds found; None ends the search."""
+
+
+class _DeepSearch:
+    """One search in progress: its rounds so far and the source tasks they took."""
+
+    def __init__(
+        self,
+        searcher: ExperienceSearcher,
+        k: int | None,
+        exclude_dataset: str | None,
+        exclude_ids: Iterable[str],
+        first_round: int,
+    ) -> None:
+        self.searcher = searcher
+        self.k = searcher.settings.k if k is None else int(k)
+        if self.k < 1:
+            raise ValueError(f"k is at least 1, got {self.k}")
+        self.exclude_dataset = exclude_dataset
+        self.round = int(first_round)
+        """The number the next round gets."""
+        self.notes: list[str] = []
+        self.taken: dict[int, int] = {}
+        """dedupe key -> position in ``found``."""
+        self.found: list[tuple[int, float, str, int, list[str]]] = []
+        self.rounds: list[SearchRound] = []
+        self.searched: list[str] = []
+        self.earlier = self._keys_of(list(exclude_ids))
+        """dedupe keys of the experiences earlier calls found."""
+
+    def _keys_of(self, ids: Sequence[str]) -> set[int]:
+        if not ids:
+            return set()
+        bank = self.searcher.bank
+        seqs = [e.seq for e in bank.experiences(ids=ids)]  # ids the bank no longer has: none
+        if not self.searcher.settings.dedupe:
+            return set(seqs)
+        source = self.searcher._cols().source
+        return {int(source[q]) for q in seqs if q < source.shape[0]}
+
+    def add(self, viewpoint: str, query: np.ndarray) -> None:
+        """One round: up to k hits under ``viewpoint`` whose source no earlier round took."""
+        s = self.searcher
+        view = s._view(viewpoint, self.notes)
+        vp = view.rows.viewpoint
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != view.rows.vectors.shape[1]:
+            raise BankError(
+                f"a query of {q.shape[0]} numbers cannot search {vp!r}, whose rows have "
+                f"{view.rows.vectors.shape[1]} (embedder {s.bank.embedder_name})"
+            )
+        ok, eligible, keys = s._filters(view)
+        if self.exclude_dataset:
+            ok, eligible = s._outside(view, ok, self.exclude_dataset)
+        taken = set(self.taken) | self.earlier
+        new, also, method = s._rank(view, q, ok, eligible, keys, taken, self.k)
+        for key in also:
+            if key in self.taken:
+                self.found[self.taken[key]][4].append(vp)
+        for row, sim in new:
+            key = int(keys[row])
+            self.taken[key] = len(self.found)
+            self.found.append((int(view.rows.seqs[row]), sim, vp, self.round, []))
+        self.rounds.append(SearchRound(self.round, vp, method, eligible, len(new)))
+        self.searched.append(vp)
+        self.round += 1
+
+    def result(self) -> SearchResult:
+        """The search so far: its hits in the order found, its rounds and notes."""
+        s = self.searcher
+        notes = list(self.notes)
+        if s.settings.min_score is not None and not bool((s._cols().score >= 0).any()):
+            notes.append(
+                "no experience in the bank is annotated yet; none passes the score "
+                f"threshold {s.settings.min_score}"
+            )
+        stored = s.bank.by_seq([f[0] for f in self.found])
+        hits = tuple(
+            s._hit(stored[seq], sim, vp, r, tuple(also)) for seq, sim, vp, r, also in self.found
+        )
+        return SearchResult(hits, tuple(self.rounds), tuple(notes), s.settings)
+
+
 def _expand(
     view: _View, vec_ids: np.ndarray, sims: np.ndarray, ok: np.ndarray
 ) -> Iterator[tuple[int, float]]:
@@ -657,6 +764,7 @@ __all__ = [
     "ANN_INSTALL_HINT",
     "ANN_LIBRARY",
     "DEFAULT_ANN_MIN_ROWS",
+    "Chooser",
     "ExactIndex",
     "ExperienceSearcher",
     "HNSWIndex",

@@ -30,6 +30,14 @@ from hammr.values import Image
 COMPONENTS: tuple[str, ...] = ("question", "task", "images", "history")
 """The four parts of a state, in the order viewpoint names list them."""
 
+COMPONENT_DOCS: dict[str, str] = {
+    "question": "the question asked",
+    "task": "the kind of task (dataset and sub-task)",
+    "images": "the images seen so far",
+    "history": "the steps taken so far",
+}
+"""What each component matches, in words (an agent choosing a viewpoint reads them)."""
+
 ALL_VIEWPOINTS: tuple[str, ...] = tuple(
     "+".join(combo) for n in range(1, 5) for combo in itertools.combinations(COMPONENTS, n)
 )
@@ -74,6 +82,13 @@ def components(viewpoint: str) -> tuple[str, ...]:
 
 def needs_images(viewpoint: str) -> bool:
     return "images" in components(viewpoint)
+
+
+def describe(viewpoint: str) -> str:
+    """What a search under ``viewpoint`` matches, in words ("the question asked and the
+    steps taken so far")."""
+    docs = [COMPONENT_DOCS[c] for c in components(viewpoint)]
+    return docs[0] if len(docs) == 1 else ", ".join(docs[:-1]) + " and " + docs[-1]
 
 
 @dataclass(frozen=True)
@@ -145,11 +160,13 @@ def view_input(content: ViewContent, image: Callable[[str], Image | None]) -> Vi
 __all__ = [
     "ALL_VIEWPOINTS",
     "COMPONENTS",
+    "COMPONENT_DOCS",
     "DEFAULT_MAX_IMAGES",
     "ViewContent",
     "ViewInput",
     "ViewpointError",
     "components",
+    "describe",
     "needs_images",
     "pick_images",
     "view_content",

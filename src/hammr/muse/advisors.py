@@ -5,8 +5,17 @@ Two policies (``[memory] policy``):
 
 * ``agent`` (MuSEAgent's): the agent gets the :class:`~hammr.muse.search_tool.
   SearchExperiences` tool and decides when to search;
-* ``every_step``: an :class:`EveryStepAdvisor` makes a deep search on entering every new
-  state (before every model call) and its guidance joins that state's newest user turn.
+* ``every_step`` (what the paper's section 3.3 does: the bank is consulted at every inference
+  step, before the action is committed): an :class:`EveryStepAdvisor` makes a deep search
+  before every model call, that is before each action, every step whatever it was (a repeat
+  of an earlier call and a step after a malformed reply included; each is a new state, its
+  history one line longer), and its guidance joins that state's newest user turn.
+
+``[memory] deep_search`` says how such a deep search picks its viewpoints: ``upfront``
+(every offered viewpoint the state can be searched by, in order, at most ``depth``) or
+``per_round`` (the paper's: before each round the agent's model chooses the viewpoint, seeing
+the hits of the rounds before, and may stop early; :mod:`hammr.muse.viewpoint_choice`). For
+the ``agent`` policy, ``per_round`` makes each ``SearchExperiences`` call one round.
 
 :func:`with_experience_search` applies either to any :class:`~hammr.agent.ReActAgent`; with
 ``[memory] agents`` (names, or ``all``) HAMMR's own agents get it too
@@ -29,6 +38,7 @@ from hammr.memory.embedders import EmbedderError, view_embedder
 from hammr.memory.search import ExperienceSearcher, SearchSettings
 from hammr.memory.viewpoints import ViewpointError, viewpoint_names
 from hammr.muse.search_tool import (
+    DEEP_SEARCH_MODES,
     SOURCE,
     TOOL_NAME,
     SearchExperiences,
@@ -38,6 +48,7 @@ from hammr.muse.search_tool import (
     query_state,
     record_of,
 )
+from hammr.muse.viewpoint_choice import ModelChooser
 from hammr.tools.base import Tool
 
 Policy = Literal["agent", "every_step"]
@@ -85,11 +96,19 @@ def memory_settings(cfg: Config) -> MemorySettings:
         out_of_domain=bool(cfg.get("memory.out_of_domain")),
     )
     agents = tuple(a.strip() for a in str(cfg.get("memory.agents") or "").split(",") if a.strip())
+    deep = str(cfg.get("memory.deep_search", "upfront"))
+    if deep not in DEEP_SEARCH_MODES:
+        raise SpecError(f"[memory] deep_search is {' or '.join(DEEP_SEARCH_MODES)}, got {deep!r}")
     return MemorySettings(
         path=str(cfg.get("memory.path") or ""),
         policy=cfg.get("memory.policy"),
         search=search,
-        options=SearchOptions(k=k, depth=depth, viewpoints=viewpoints),
+        options=SearchOptions(
+            k=k,
+            depth=depth,
+            viewpoints=viewpoints,
+            deep_search="per_round" if deep == "per_round" else "upfront",
+        ),
         agents=("all",) if "all" in agents else agents,
     )
 
@@ -140,9 +159,10 @@ def open_searcher(
 
 
 class EveryStepAdvisor:
-    """Searches the bank on entering every state (the ``every_step`` policy): a deep search
-    through the offered viewpoints (configured, else the bank's), at most ``depth`` of those
-    the state has something to search by."""
+    """Searches the bank before every action (the ``every_step`` policy): a deep search of at
+    most ``depth`` rounds over the offered viewpoints (configured, else the bank's) that the
+    state has something to search by; ``upfront``, the first ``depth`` of them in order;
+    ``per_round``, each round's chosen by the agent's model after the rounds before."""
 
     name = SOURCE
 
@@ -154,9 +174,23 @@ class EveryStepAdvisor:
         state = query_state(situation.ctx, situation.trace, situation.step)
         images = situation.trace.images
         usable = [v for v in self.tool.offered() if has_content(state, v, images)]
-        usable = usable[: options.depth]
         if not usable:
             return None
+        if options.deep_search == "per_round":
+            held = sum(1 for h in state.images if h in images)
+            chooser = ModelChooser(
+                situation.ctx.llm, state, max_rounds=options.depth, images_seen=held
+            )
+            result = await self.tool.searcher.deep_per_round(
+                state, usable, chooser, k=options.k, max_rounds=options.depth, images=images
+            )
+            searched = [r.viewpoint for r in result.rounds]
+            text = advice_text(result.hits)
+            record = record_of(result, text, searched, options.k, "advisor")
+            record["deep_search"] = "per_round"
+            record["choices"] = chooser.records()
+            return Advice(text, record)
+        usable = usable[: options.depth]
         result = await self.tool.searcher.deep(
             state, usable, k=options.k, max_rounds=len(usable), images=images
         )

@@ -5,14 +5,16 @@ memory files, made from stored exploration runs (:mod:`hammr.muse.reflexion`,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import copy
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
-from hammr.cli_common import config_option, fail, open_store, store_option, unfinished_run
+from hammr.cli_common import config_option, fail, store_option, unfinished_run
+from hammr.memory.command_error import MemoryCommandError
 from hammr.memory.experiences import clip_text
 from hammr.muse.trajectories import BaselineError, Kind, MemoryFile, QuestionEmbedder
 from hammr.terminal_text import safe_line
@@ -40,51 +42,69 @@ def _embedder(cfg: Any) -> QuestionEmbedder:
     return QuestionEmbedder(backend)
 
 
+def _open_store(path: Path | None) -> Any:
+    """The run store, None when it does not exist."""
+    from hammr.eval.store import RunStore, StoreError, default_store_path
+
+    where = path if path is not None else default_store_path()
+    if not where.exists():
+        return None
+    try:
+        return RunStore(where, create=False)
+    except (StoreError, OSError) as e:
+        raise MemoryCommandError(str(e)) from None
+
+
 def _setup(
     config_path: Path | None,
     llm_config: Path | None,
     llm_model: str | None,
     store_path: Path | None,
+    config: Any = None,
 ) -> tuple[Any, Any, QuestionEmbedder, bool | None]:
     """(run store, model, embedder, grammar setting), or a clean exit naming the problem."""
     from hammr.config import ConfigError, load_config
     from hammr.factory import build_llm, grammar_setting
 
     try:
-        cfg = load_config(config_path)
-        llm_cfg = load_config(llm_config) if llm_config is not None else load_config(config_path)
+        cfg = copy.deepcopy(config) if config is not None else load_config(config_path)
+        llm_cfg = load_config(llm_config) if llm_config is not None else copy.deepcopy(cfg)
         if llm_model:
             llm_cfg.data["llm"]["model"] = llm_model
         embedder = _embedder(cfg)
         llm = build_llm(llm_cfg)
     except (ConfigError, BaselineError) as e:
-        fail(str(e))
-    store = open_store(store_path, create=False)
+        raise MemoryCommandError(str(e)) from None
+    store = _open_store(store_path)
     if store is None:
-        fail(f"no run store at {store_path or 'the default path'}; run `hammr eval` first")
+        raise MemoryCommandError(
+            f"no run store at {store_path or 'the default path'}; run `hammr eval` first"
+        )
     return store, llm, embedder, grammar_setting(llm_cfg)
 
 
 def _check_runs(store_path: Path | None, runs: tuple[str, ...], what: str) -> None:
     """A clean exit, before any model or memory file is made, when a run has no finished
     sample to learn from (saying how many it holds, why, and how to ask them again)."""
-    store = open_store(store_path, create=False)
+    store = _open_store(store_path)
     if store is None:
-        fail(f"no run store at {store_path or 'the default path'}; run `hammr eval` first")
+        raise MemoryCommandError(
+            f"no run store at {store_path or 'the default path'}; run `hammr eval` first"
+        )
     with store:
         for run in runs:
             if store.run_info(run) is None:
-                fail(store.unknown_run_message(run))
+                raise MemoryCommandError(store.unknown_run_message(run))
         empty = unfinished_run(store, runs, store_path=store_path, purpose=f" to make {what} from")
     if empty is not None:
-        fail(empty.message)
+        raise MemoryCommandError(empty.message)
 
 
 def _memory(output: Path, kind: Kind) -> MemoryFile:
     try:
         return MemoryFile(output, kind)
     except BaselineError as e:
-        fail(str(e))
+        raise MemoryCommandError(str(e)) from None
 
 
 def _refuse_if_nothing_made(
@@ -97,15 +117,32 @@ def _refuse_if_nothing_made(
         return
     last = next((e[-1] for e in reversed(unusable.values()) if e), "no reply")
     kept = "" if memory.created else f"; {memory.path} is unchanged"
-    fail(
+    raise MemoryCommandError(
         f"no model call of {len(unusable)} succeeded, so no {memory.kind} memory was made "
         f"(the last: {clip_text(last, 300)}){kept}"
     )
 
 
+def _stderr(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _say(
+    say: Callable[[str], None], note: Callable[[str], None], line: str, err: bool = False
+) -> None:
+    """A line of the command's output: to ``note`` (stderr) with ``err``, else ``say``."""
+    (note if err else say)(line)
+
+
 @contextmanager
-def _progress(label: str) -> Iterator[tuple[Callable[[int], None], Callable[..., None]]]:
-    """(on_start(total), on_done(...)) callbacks driving a rich progress bar on stderr."""
+def _progress(
+    label: str, show: bool = True
+) -> Iterator[tuple[Callable[[int], None], Callable[..., None]]]:
+    """(on_start(total), on_done(...)) callbacks driving a rich progress bar on stderr
+    (none when not ``show``)."""
+    if not show:
+        yield (lambda _: None), (lambda *_: None)
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -134,7 +171,7 @@ def _run(coro: Any) -> Any:
     try:
         return asyncio.run(coro)
     except (BaselineError, EmbedderError, LLMError) as e:
-        fail(str(e))
+        raise MemoryCommandError(str(e)) from None
 
 
 llm_config_option = click.option(
@@ -202,16 +239,44 @@ def reflect_cmd(
       hammr eval --suite muse-mc --data-dir DATA --system reflexion --memory reflexion.db \\
         --split evaluation
     """
+    try:
+        reflect(
+            runs, output, store_path=store_path, config_path=config_path,
+            llm_config=llm_config, llm_model=llm_model, correct_at=correct_at,
+            attempts=attempts, concurrency=concurrency, progress=True,
+        )  # fmt: skip
+    except MemoryCommandError as e:
+        fail(str(e), code=e.code)
+
+
+def reflect(
+    runs: Sequence[str],
+    output: Path,
+    *,
+    store_path: Path | None = None,
+    config_path: Path | None = None,
+    config: Any = None,
+    llm_config: Path | None = None,
+    llm_model: str | None = None,
+    correct_at: float = 1.0,
+    attempts: int = 3,
+    concurrency: int = 4,
+    progress: bool = True,
+    say: Callable[[str], None] = click.echo,
+    note: Callable[[str], None] = _stderr,
+) -> None:
+    """``hammr memory reflect`` as a function (``config``: a configuration already loaded,
+    used instead of ``config_path``); raises :class:`MemoryCommandError` for its errors."""
     from hammr.muse.reflexion import build_reflections
 
-    _check_runs(store_path, runs, "reflections")
-    store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path)
+    _check_runs(store_path, tuple(runs), "reflections")
+    store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path, config)
     with (
         store,
         _memory(output, "reflexion") as memory,
         memory.removed_on_failure(memory.holds_model_work),
     ):
-        with _progress("reflecting") as (start, done):
+        with _progress("reflecting", progress) as (start, done):
             report = _run(
                 build_reflections(
                     store, list(runs), memory, llm, embedder,
@@ -221,21 +286,25 @@ def reflect_cmd(
             )  # fmt: skip
         _refuse_if_nothing_made(memory, report.made, report.already, report.unusable)
     if report.failed == 0:
-        click.echo(
+        _say(
+            say,
+            note,
             f"warning: {', '.join(runs)} has no failed sample ({report.samples} finished, all "
             f"with score >= {correct_at:g}): the reflexion memory has nothing to recall",
             err=True,
         )
-    click.echo(
+    _say(
+        say,
+        note,
         f"{output}: {report.made} reflections made, {report.already} already there, "
         f"{len(report.unusable)} left without one (unusable replies) — "
-        f"{report.failed} failed of {report.samples} samples"
+        f"{report.failed} failed of {report.samples} samples",
     )
     for sample, errors in report.unusable.items():
-        click.echo(safe_line(f"  {sample}: {errors[-1] if errors else 'no reply'}"), err=True)
+        _say(say, note, safe_line(f"  {sample}: {errors[-1] if errors else 'no reply'}"), err=True)
     if report.skipped:
         why = ", ".join(f"{n} {reason}" for reason, n in report.skipped.items())
-        click.echo(f"  samples not read: {why}")
+        _say(say, note, f"  samples not read: {why}")
 
 
 @click.command("insights")
@@ -279,16 +348,45 @@ def insights_cmd(
       hammr eval --suite muse-mc --data-dir DATA --system expel --memory expel.db \\
         --split evaluation
     """
+    try:
+        insights(
+            runs, output, store_path=store_path, config_path=config_path,
+            llm_config=llm_config, llm_model=llm_model, correct_at=correct_at,
+            attempts=attempts, cap=cap, batch_size=batch_size, progress=True,
+        )  # fmt: skip
+    except MemoryCommandError as e:
+        fail(str(e), code=e.code)
+
+
+def insights(
+    runs: Sequence[str],
+    output: Path,
+    *,
+    store_path: Path | None = None,
+    config_path: Path | None = None,
+    config: Any = None,
+    llm_config: Path | None = None,
+    llm_model: str | None = None,
+    correct_at: float = 1.0,
+    attempts: int = 3,
+    cap: int = 20,
+    batch_size: int = 4,
+    progress: bool = True,
+    say: Callable[[str], None] = click.echo,
+    note: Callable[[str], None] = _stderr,
+) -> None:
+    """``hammr memory insights`` as a function (``config``: a configuration already loaded,
+    used instead of ``config_path``); raises :class:`MemoryCommandError` for its errors."""
     from hammr.muse.expel import extract_insights
 
-    _check_runs(store_path, runs, "insights")
-    store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path)
+    _check_runs(store_path, tuple(runs), "insights")
+    store, llm, embedder, grammar = _setup(config_path, llm_config, llm_model, store_path, config)
     with (
         store,
         _memory(output, "expel") as memory,
         memory.removed_on_failure(memory.holds_model_work),
     ):
-        with _progress("insights") as (start, done):
+        with _progress("insights", progress) as (start, done):
             report = _run(
                 extract_insights(
                     store, list(runs), memory, llm, embedder,
@@ -297,21 +395,25 @@ def insights_cmd(
                 )
             )  # fmt: skip
         _refuse_if_nothing_made(memory, report.made, report.already, report.unusable)
-    click.echo(
+    _say(
+        say,
+        note,
         f"{output}: {len(report.rules)} rules after {report.made} calls "
         f"({report.already} done before, {len(report.unusable)} unusable, "
         f"{report.malformed_ops} malformed operations skipped); "
-        f"{report.examples_added} worked examples added from {report.successes} successes"
+        f"{report.examples_added} worked examples added from {report.successes} successes",
     )
     if report.unpaired:
-        click.echo(
+        _say(
+            say,
+            note,
             f"  {len(report.unpaired)} failed samples have no success of their task to be "
             "compared with",
         )
     for rule in report.rules:  # the model's text, made safe for a terminal
-        click.echo(safe_line(f"  [{rule.votes}] {rule.text}"))
+        _say(say, note, safe_line(f"  [{rule.votes}] {rule.text}"))
     for key, errors in report.unusable.items():
-        click.echo(safe_line(f"  {key}: {errors[-1] if errors else 'no reply'}"), err=True)
+        _say(say, note, safe_line(f"  {key}: {errors[-1] if errors else 'no reply'}"), err=True)
 
 
-__all__ = ["insights_cmd", "reflect_cmd"]
+__all__ = ["insights", "insights_cmd", "reflect", "reflect_cmd"]

@@ -16,13 +16,21 @@ their provenance, and the query.
 
 A viewpoint the bank cannot search, or a ``k`` out of range, is a :class:`BadArguments` whose
 message lists what the bank has, so the agent can call again.
+
+With ``[memory] deep_search = "per_round"`` (the paper's Eqs. 5-6: each round's viewpoint is
+chosen after seeing what the earlier rounds found) a call searches one viewpoint: one round
+of a deep search. Calls in a row, with no other action between them, are the rounds of one
+deep search: each adds only experiences from source tasks the earlier rounds did not find,
+under a viewpoint not yet searched, all querying the state the agent was in at the first of
+them, and at most ``[memory] depth`` of them; the observation says which viewpoints are left.
+A viewpoint list searches its first viewpoint not yet searched and says the rest were not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hammr.memory.bank import BankError, ExperienceBank
 from hammr.memory.experiences import State, Task, state_at
@@ -102,6 +110,12 @@ def record_of(
     }
 
 
+DeepSearchMode = Literal["upfront", "per_round"]
+DEEP_SEARCH_MODES: tuple[str, ...] = ("upfront", "per_round")
+"""``[memory] deep_search``: every viewpoint named before the first round, or each round's
+chosen after the earlier rounds' hits (the paper's)."""
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """How the searches of one system go (from ``[memory]``)."""
@@ -110,6 +124,64 @@ class SearchOptions:
     depth: int = 3
     viewpoints: tuple[str, ...] = ()
     """The viewpoints offered and searched by default, in order; empty: the bank's."""
+    deep_search: DeepSearchMode = "upfront"
+    """How a deep search picks its viewpoints (see :data:`DEEP_SEARCH_MODES`)."""
+
+
+@dataclass(frozen=True)
+class EarlierRounds:
+    """The rounds a per-round deep search made in the caller's calls just before this one."""
+
+    start: int
+    """The position of the first of those calls in the caller's trace (this call's when
+    there is none): the state every round queries."""
+    viewpoints: tuple[str, ...] = ()
+    hit_ids: tuple[str, ...] = ()
+
+
+def earlier_rounds(trace: Trace | None) -> EarlierRounds:
+    """The rounds of the caller's ``SearchExperiences`` calls in a row just before its
+    current (last) step; a failed call is passed over, any other step ends the walk."""
+    if trace is None or not trace.steps:
+        return EarlierRounds(0)
+    start = len(trace.steps) - 1
+    viewpoints: list[str] = []
+    ids: list[str] = []
+    for pos in range(len(trace.steps) - 2, -1, -1):
+        step = trace.steps[pos]
+        if step.tool != TOOL_NAME:
+            break
+        start = pos
+        for record in reversed(step.retrieved):
+            if record.get("source") != SOURCE or record.get("policy") != "tool":
+                continue
+            viewpoints[:0] = [str(r["viewpoint"]) for r in record.get("rounds", [])]
+            ids[:0] = [str(h["id"]) for h in record.get("hits", [])]
+    return EarlierRounds(start, tuple(viewpoints), tuple(ids))
+
+
+def round_text(result: SearchResult, k: int, depth: int, left: Sequence[str]) -> str:
+    """The observation of one round of a per-round deep search: its hits and what may
+    follow (another round under one of ``left``, or none)."""
+    r = result.rounds[-1] if result.rounds else None
+    where = f"round {r.round} of at most {depth}, under {r.viewpoint}" if r else "no round"
+    if not result.hits:
+        lines = [f"No new past experience found (deep search {where}, k={k})."]
+    else:
+        n = len(result.hits)
+        lines = [f"{n} past experience{'s' if n != 1 else ''} (deep search {where}, k={k}):"]
+        lines += [hit_line(i, h) for i, h in enumerate(result.hits, start=1)]
+    lines += [f"note: {note}" for note in result.notes]
+    more = depth - (r.round if r else 0)
+    if more > 0 and left:
+        lines.append(
+            f"next: if this is not precise enough, call {TOOL_NAME} again with one of "
+            f"{', '.join(left)} ({more} more round{'s' if more != 1 else ''} at most); "
+            "otherwise act on this guidance"
+        )
+    else:
+        lines.append("next: that was this deep search's last round; act on its guidance")
+    return "\n".join(lines)
 
 
 class SearchExperiences:
@@ -125,9 +197,24 @@ class SearchExperiences:
         "adding experiences the earlier ones did not find (deep)."
     )
 
+    per_round_description = (
+        "Searches the experiences of past runs that were in a state like yours and returns "
+        "their guidance (learned from success or failure, scored 0-10). Call it at the start "
+        "and whenever you are unsure which tool to call next, before committing to it. Each "
+        "call searches one viewpoint (the top k under it); calling it again straight away "
+        "with another viewpoint refines the search (deep) with experiences not found yet."
+    )
+
     def __init__(self, searcher: ExperienceSearcher, options: SearchOptions | None = None) -> None:
         self.searcher = searcher
         self.options = options or SearchOptions()
+        if self.options.deep_search not in DEEP_SEARCH_MODES:
+            raise ValueError(
+                f"deep_search is {' or '.join(DEEP_SEARCH_MODES)}, got {self.options.deep_search!r}"
+            )
+        self.per_round = self.options.deep_search == "per_round"
+        if self.per_round:
+            self.description = self.per_round_description
         self._offered: list[str] | None = None
 
     @property
@@ -149,7 +236,11 @@ class SearchExperiences:
             Param(
                 "viewpoints",
                 "texts",
-                doc="what of your state to match: one viewpoint or a list of them, from: "
+                doc=(
+                    "what of your state to match: one viewpoint, from: "
+                    if self.per_round
+                    else "what of your state to match: one viewpoint or a list of them, from: "
+                )
                 + ", ".join(self.offered()),
             ),
             Param(
@@ -166,8 +257,11 @@ class SearchExperiences:
         docs = "\n".join(f"  {p.name}: {p.doc}" for p in self.params)
         return f"{self.name}({sig}) -> {self.returns}\n  {self.description}\n{docs}"
 
-    def check(self, viewpoints: Sequence[str], k: int) -> tuple[list[str], list[str]]:
-        """(the canonical viewpoints searched, notes); BadArguments for a bad call."""
+    def check(
+        self, viewpoints: Sequence[str], k: int, *, cut: bool = True
+    ) -> tuple[list[str], list[str]]:
+        """(the canonical viewpoints searched, notes); BadArguments for a bad call. ``cut``
+        keeps at most ``depth`` of them."""
         offered = self.offered()
         listing = ", ".join(offered) if offered else "none (the bank has no built viewpoint)"
         if not 1 <= k <= MAX_K:
@@ -196,7 +290,7 @@ class SearchExperiences:
         notes: list[str] = [
             f"{a}: not in this experience bank (it has {listing}); not searched" for a in absent
         ]
-        if len(names) > self.options.depth:
+        if cut and len(names) > self.options.depth:
             dropped = ", ".join(names[self.options.depth :])
             notes.append(f"a search goes through {self.options.depth} viewpoints at most; "
                          f"{dropped} not searched")  # fmt: skip
@@ -207,6 +301,8 @@ class SearchExperiences:
         raw = args["viewpoints"]
         viewpoints = [str(v) for v in raw] if isinstance(raw, list) else [str(raw)]
         k = int(args.get("k", self.options.k))
+        if self.per_round:
+            return await self._one_round(viewpoints, k, ctx)
         names, notes = self.check(viewpoints, k)
         trace = ctx.caller
         state = query_state(ctx, trace)
@@ -233,17 +329,78 @@ class SearchExperiences:
             text, observation=text, retrieved=record_of(result, text, names, k, "tool")
         )
 
+    async def _one_round(self, viewpoints: Sequence[str], k: int, ctx: ToolContext) -> ToolResult:
+        """A call under ``per_round``: the next round of the deep search that the calls just
+        before it began (see the module docstring)."""
+        depth = self.options.depth
+        names, notes = self.check(viewpoints, k, cut=False)
+        trace = ctx.caller
+        before = earlier_rounds(trace)
+        done = before.viewpoints
+        if len(done) >= depth:
+            raise BadArguments(
+                f"{TOOL_NAME}: this deep search has made its {depth} round"
+                f"{'s' if depth != 1 else ''} ({' -> '.join(done)}); act on its guidance "
+                "(a search after your next action starts a new one)"
+            )
+        state = query_state(ctx, trace, before.start)
+        images = trace.images if trace is not None else {}
+        left = [v for v in self.offered() if v not in done and has_content(state, v, images)]
+        fresh = [v for v in names if v not in done]
+        if not fresh:
+            raise BadArguments(
+                f"{TOOL_NAME}: this deep search already searched {', '.join(names)}; "
+                f"choose another viewpoint: {', '.join(left) or 'none is left'}"
+            )
+        chosen = fresh[0]
+        if chosen not in left:
+            raise BadArguments(
+                f"{TOOL_NAME}: your state has nothing to search by under {chosen} "
+                f"(no image seen); choose from: {', '.join(left) or 'none is left'}"
+            )
+        if len(names) > 1:
+            rest = ", ".join(v for v in names if v != chosen)
+            notes.append(
+                f"one viewpoint a call: {rest} not searched; call again with the next "
+                "viewpoint after reading these"
+            )
+        try:
+            result = await self.searcher.deep(
+                state,
+                [chosen],
+                k=k,
+                max_rounds=1,
+                images=images,
+                exclude_ids=before.hit_ids,
+                first_round=len(done) + 1,
+            )
+        except BankError as e:
+            raise ToolError(f"{TOOL_NAME}: {e}") from None
+        if notes:
+            result = SearchResult(
+                result.hits, result.rounds, (*notes, *result.notes), result.settings
+            )
+        text = round_text(result, k, depth, [v for v in left if v != chosen])
+        record = record_of(result, text, [chosen], k, "tool")
+        record["deep_search"] = "per_round"
+        return ToolResult(text, observation=text, retrieved=record)
+
 
 __all__ = [
+    "DEEP_SEARCH_MODES",
     "MAX_K",
     "SOURCE",
     "TOOL_NAME",
+    "DeepSearchMode",
+    "EarlierRounds",
     "SearchExperiences",
     "SearchOptions",
+    "earlier_rounds",
     "has_content",
     "hit_line",
     "query_state",
     "record_of",
     "result_text",
+    "round_text",
     "searchable_viewpoints",
 ]

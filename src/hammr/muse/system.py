@@ -5,8 +5,8 @@
   that sees gets the input images in its message; any other reads them as text lines.
 * ``react``: the shared tool agent (:func:`hammr.muse.agent.react_agent`) as it is.
 * ``muse``: the same agent searching an experience bank (``[memory] path``, ``--memory``):
-  with ``SearchExperiences`` (``[memory] policy = "agent"``, the paper's) or a search on
-  entering every state (``"every_step"``); see :mod:`hammr.muse.advisors`.
+  with ``SearchExperiences`` (``[memory] policy = "agent"``) or a search before each action
+  (``"every_step"``, the paper's); see :mod:`hammr.muse.advisors`.
 """
 
 from __future__ import annotations
@@ -66,12 +66,35 @@ Variables:
 [Finish]: 4"""  # noqa: E501
 
 
-def search_example(viewpoints: Sequence[str]) -> str:
+_SEARCH_EXAMPLE_PER_ROUND = """
+Question: How many boats are moored in the harbour?
+Variables:
+- image: image 4000x3000
+[Thought]: Before choosing a tool I look for guidance from past runs in states like mine.
+[Act]: tips = SearchExperiences('{first}', 3)
+[Observe]: 1 past experience (deep search round 1 of at most 3, under {first}, k=3):
+1. learned from failure, score 3/10 (via {first}, similarity 0.74): Counting by eye over the whole image missed the small ones.
+next: if this is not precise enough, call SearchExperiences again with one of {second} (2 more rounds at most); otherwise act on this guidance (stored in 'tips')
+[Thought]: That says what failed, not what to do; I refine the search under another viewpoint.
+[Act]: more = SearchExperiences('{second}', 3)
+[Observe]: 1 past experience (deep search round 2 of at most 3, under {second}, k=3):
+1. learned from success, score 9/10 (via {second}, similarity 0.81): Detect the objects first and count the boxes; zoom in where they are small.
+next: that was this deep search's last round; act on its guidance (stored in 'more')
+[Thought]: Following that guidance, I detect the boats and count the boxes.
+[Act]: boats = DetectObject(image, 'boat')
+[Observe]: 4 boxes: boat at left:310/top:2210/width:140/height:60 (score 0.8), boat at left:820/top:2250/width:150/height:70 (score 0.7), boat at left:1500/top:2190/width:120/height:55 (score 0.6), boat at left:2900/top:2300/width:160/height:65 (score 0.6) (stored in 'boats')
+[Thought]: Four boats were found along the quay.
+[Finish]: 4"""  # noqa: E501
+
+
+def search_example(viewpoints: Sequence[str], per_round: bool = False) -> str:
     """The worked example of a deep search, under two viewpoints the bank has (a weak model
-    copies the example's viewpoints, so they must be ones it can search)."""
+    copies the example's viewpoints, so they must be ones it can search); ``per_round``: one
+    viewpoint a call, the second chosen after reading the first's hits."""
     first = viewpoints[0] if viewpoints else "question"
     second = next((v for v in viewpoints[1:] if v != first), first)
-    return _SEARCH_EXAMPLE.replace("{first}", first).replace("{second}", second)
+    example = _SEARCH_EXAMPLE_PER_ROUND if per_round else _SEARCH_EXAMPLE
+    return example.replace("{first}", first).replace("{second}", second)
 
 
 # -- cot ---------------------------------------------------------------------------------------
@@ -158,8 +181,12 @@ class CoTSystem:
         temperature: float = 0.0,
         name: str = COT_NAME,
         instructions: str = COT_INSTRUCTIONS,
+        stop: tuple[str, ...] = (),
     ) -> None:
         self.llm = llm
+        self.stop = stop
+        """Where the reply is cut (a one-call system over few-shot examples stops before
+        the model writes the next example's question)."""
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.name = name
@@ -209,6 +236,7 @@ class CoTSystem:
                 messages=await self.messages(model, question, variables),
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
+                stop=self.stop,
             )
             t0 = time.perf_counter()
             try:
@@ -267,7 +295,8 @@ def muse_system(bench: Workbench) -> ReActAgent:
     equipped = with_experience_search(agent, searcher, settings.options, settings.policy)
     search = equipped.tools.get(TOOL_NAME)
     if isinstance(search, SearchExperiences):
-        equipped.examples = [*equipped.examples, search_example(search.offered())]
+        example = search_example(search.offered(), per_round=search.per_round)
+        equipped.examples = [*equipped.examples, example]
     return equipped
 
 

@@ -12,6 +12,12 @@ name or a parenthesis is multiplied (``2x``, ``3(x + 1)``).
 and a ``float`` otherwise (functions such as ``sqrt`` or ``sin`` give floats, except
 ``sqrt`` of a perfect square). :func:`SolveMathEquation` builds sympy objects from the same
 tree itself, because sympy's own parser (``parse_expr``/``sympify``) calls ``eval``.
+
+SolveMathEquation also takes a math word problem, as MuSE's tool does (MuSEAgent, appendix C:
+"algebraic equations or math-related word problems presented in natural language"): text that
+does not parse as an equation and reads as words (:func:`reads_as_words`) goes to the run's LLM
+once (``ctx.llm``), which writes the equation; that equation then takes the path above (our
+parser, our sympy builder, the time limit). Nothing the model writes is evaluated any other way.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from hammr.tools.base import BadArguments, ToolError, tool
+from hammr.backends.llm.base import LLMRequest, Message
+from hammr.tools.base import BadArguments, ToolContext, ToolError, ToolResult, tool
+from hammr.values import render_value
 
 MAX_EXPRESSION_CHARS = 300
 """Longer expressions are refused."""
@@ -627,22 +635,148 @@ async def run_with_time_limit(fn: Callable[[], T], timeout_s: float, what: str) 
         raise outcome[1] from None
 
 
-async def _solve(equation: str, variable: str = "x") -> list[str]:
-    """Solve an equation for one unknown, e.g. '2*x + 3 = 11' or 'x^2 - 5*x + 6 = 0'.
+# -- word problems ---------------------------------------------------------------------------
+
+MAX_WORD_PROBLEM_CHARS = 2000
+"""Longer word problems are refused (the prompt stays small)."""
+
+WORD_PROBLEM_MAX_TOKENS = 120
+"""The reply holds one equation; a little room for a model that adds a line."""
+
+WORD_PROBLEM_SYSTEM = (
+    "Translate the math problem you are given into a single equation with one unknown. "
+    "Use only numbers, the unknown, + - * / ^ and parentheses, and exactly one '='. "
+    "Reply with the equation alone, on one line, with no words and no working."
+)
+
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_WRAPPERS = " \t`$\"'"
+"""What a model puts around an equation: spaces, backticks, $ of TeX, quotes."""
+_REPLY_PREFIX = re.compile(r"^\s*(?:the\s+)?equation\s*(?:is)?\s*[:\-]?\s*", re.I)
+
+
+def reads_as_words(text: str) -> bool:
+    """True when ``text`` holds at least two words that are not a function or constant name
+    of the equation language ('How many apples ...'), i.e. it is a word problem rather than a
+    mistyped equation; only asked of text that does not parse as an equation."""
+    known = set(_sympy_functions()) | {"pi"}
+    return sum(1 for w in _WORD.findall(text) if w.lower() not in known) >= 2
+
+
+def parses_as_equation(text: str) -> bool:
+    """True when ``text`` is one or two expressions around '=' that the parser reads (the
+    syntax only; :func:`solve_equation` checks the rest)."""
+    sides = text.replace("==", "=").split("=")
+    if len(sides) > 2:
+        return False
+    try:
+        for side in sides:
+            parse_expression(side, "SolveMathEquation")
+    except BadArguments:
+        return False
+    return True
+
+
+def equation_from_reply(reply: str) -> str | None:
+    """The equation in a model's reply: the first line holding '=' once fences, a leading
+    'Equation:', surrounding quotes, backticks or $ and a final full stop are taken off; None
+    when no line holds one."""
+    text = re.sub(r"```[a-zA-Z]*", "\n", reply)
+    for line in text.splitlines():
+        line = _REPLY_PREFIX.sub("", line.strip()).strip(_WRAPPERS).rstrip(".").strip(_WRAPPERS)
+        if "=" in line:
+            return line
+    return None
+
+
+def unknowns_of(equation: str) -> set[str]:
+    """The names of the unknowns in an equation that parses (functions and pi, e left out)."""
+    fns = _sympy_functions()
+    names: set[str] = set()
+    for side in equation.replace("==", "=").split("="):
+        tree = parse_expression(side, "SolveMathEquation")
+        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return {n for n in names if n not in fns and n not in ("pi", "e")}
+
+
+async def write_equation(problem: str, variable: str, ctx: ToolContext) -> str:
+    """One LLM call (the run's model, ``ctx.llm``): the equation of a word problem, in
+    ``variable`` where the model follows the instruction. ToolError when there is no model or
+    its reply holds no equation."""
+    if ctx.llm is None:
+        raise ToolError(
+            "SolveMathEquation: this reads as a word problem, and writing its equation needs a "
+            "language model, which this run has none of; pass the equation, e.g. '2*x + 3 = 11'"
+        )
+    if len(problem) > MAX_WORD_PROBLEM_CHARS:
+        raise BadArguments(
+            f"SolveMathEquation: the problem is {len(problem)} characters long, above the limit "
+            f"of {MAX_WORD_PROBLEM_CHARS}; state it more briefly or pass its equation"
+        )
+    request = LLMRequest(
+        messages=(
+            Message("system", WORD_PROBLEM_SYSTEM),
+            Message("user", f"Problem: {problem.strip()}\nCall the unknown {variable}."),
+        ),
+        max_tokens=WORD_PROBLEM_MAX_TOKENS,
+        temperature=0,
+    )
+    response = await ctx.llm.complete(request)
+    written = equation_from_reply(str(response.text))
+    if written is None:
+        shown = " ".join(str(response.text).split())[:200]
+        raise ToolError(
+            f"SolveMathEquation: no equation in the model's reply to the word problem ({shown!r}); "
+            "pass the equation itself"
+        )
+    return written
+
+
+async def _solve(equation: str, variable: str = "x", *, ctx: ToolContext) -> ToolResult:
+    """Solve an equation for one unknown, e.g. '2*x + 3 = 11' or 'x^2 - 5*x + 6 = 0', or a
+    math word problem given in words: the model then writes its equation, which is solved
+    the same way.
 
     Args:
         equation: 'left = right' (or an expression meaning expression = 0) with numbers,
             + - * / ** (or ^), parentheses, pi, e, sqrt abs log exp sin cos tan ... and
-            unknowns; other unknowns stay symbolic in the solutions.
+            unknowns; other unknowns stay symbolic in the solutions. Or a word problem, e.g.
+            'A pen costs 3 more than a pencil; together they cost 11. What does the pencil cost?'
         variable: the unknown to solve for.
 
     Returns:
         the real solutions as text, exact with a decimal value ('sqrt(2) ≈ 1.41421'); an
         empty list when there is none
     """
-    return await run_with_time_limit(
-        lambda: solve_equation(equation, variable), SOLVE_TIMEOUT_S, "SolveMathEquation"
+    if (
+        not isinstance(equation, str)
+        or parses_as_equation(equation)
+        or not reads_as_words(equation)
+    ):
+        solutions = await run_with_time_limit(
+            lambda: solve_equation(equation, variable), SOLVE_TIMEOUT_S, "SolveMathEquation"
+        )
+        return ToolResult(solutions)
+    written = await write_equation(equation, variable, ctx)
+    try:
+        present = unknowns_of(written)
+        unknown = variable if variable in present or len(present) != 1 else present.pop()
+        solutions = await run_with_time_limit(
+            lambda: solve_equation(written, unknown), SOLVE_TIMEOUT_S, "SolveMathEquation"
+        )
+    except BadArguments as e:
+        raise ToolError(
+            f"SolveMathEquation: the equation written for the word problem, {written!r}, "
+            f"cannot be solved ({e}); pass the equation itself"
+        ) from None
+    return ToolResult(
+        solutions,
+        observation=(
+            f"equation written from the problem: {written}; solutions for {unknown}: "
+            f"{render_value(solutions)}"
+        ),
     )
 
 
-SolveMathEquation = tool(_solve, name="SolveMathEquation")
+SolveMathEquation = tool(_solve, name="SolveMathEquation", uses_llm=True)
+"""Calls the run's LLM only for a word problem (one call, to write the equation)."""

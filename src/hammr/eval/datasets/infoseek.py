@@ -41,12 +41,26 @@ naming the file and the line.
   ``{shard}``, the first two digits after the last '_') names the file under ``images`` (or
   under its ``oven_images/`` folder when it has one). When that file does not exist, the same
   name with .jpeg, .JPEG, .JPG, .png or .PNG is used if one exists.
+* Image mapping: the Infoseek evaluation code (edchengg/infoseek_eval, ``run_blip2_infoseek.py``
+  and ``run_training_lavis.py``, commit c8ef0234d1a1d61cb5e6e2f38f26c2d701b09985) finds each
+  image through ``id2image.jsonl``, one ``{"image_id": ..., "image_path": ...}`` per line; OVEN's
+  release (edchengg/oven_eval, ``image_downloads/README.md``, read by ``merge_oven_images.py``)
+  ships the same mapping as ``ovenid2impath.csv``, ``image_id,path`` per line. The option
+  ``id2image`` names such a file (``.jsonl`` or ``.csv``; relative to the annotation file's
+  folder); by default ``id2image.jsonl`` beside the annotation file is read when it exists.
+  With a mapping every sample's image is its mapped path, relative to the mapping file's folder
+  (as the official scripts, run beside it, read it) unless absolute; ``image_template`` is then
+  not used, and an ``image_id`` the mapping lacks is an error naming the line. Mapped images must
+  lie inside the images folder or the annotation file's folder, as every adapter's do.
 
 Not verified against real data (no Infoseek file was available here): the keys are those of the
 release README's example record and of the official scorer (``infoseek_eval.py``, commit
 c8ef0234d1a1d61cb5e6e2f38f26c2d701b09985), which also documents the Numerical ``answer_eval``
 layout; the fixture is written by hand in that schema. The ``data_split`` values
-('val_unseen_question', ...) are assumed; only their ending matters.
+('val_unseen_question', ...) are assumed; only their ending matters. The human split
+(``infoseek_human.jsonl``, AVIS's Table 5) is assumed to share the schema; whether its public
+file carries ``answer_eval`` is not known here (one without is refused as the test split is).
+The mapping files' layouts are those the official scripts read; no real mapping was read.
 """
 
 from __future__ import annotations
@@ -75,7 +89,8 @@ NAME = "infoseek"
 EXPECTS = (
     "Infoseek JSON Lines (e.g. infoseek_val.jsonl): {data_id, image_id, question, answer, "
     "answer_eval, data_split} per line, question types in infoseek_val_qtype.jsonl beside it; "
-    "images <images>/<image_template> (default '{shard}/{image_id}.jpg')"
+    "images by id2image.jsonl beside it, else <images>/<image_template> (default "
+    "'{shard}/{image_id}.jpg')"
 )
 QTYPE_EXPECTS = "Infoseek question types (e.g. infoseek_val_qtype.jsonl): {data_id, question_type}"
 DEFAULT_TEMPLATE = "{shard}/{image_id}.jpg"
@@ -99,6 +114,42 @@ def read_qtypes(path: Path) -> dict[str, str]:
             raise bad_record(NAME, path, where, "'question_type' is not a string", QTYPE_EXPECTS)
         out[data_id] = kind
     return out
+
+
+ID2IMAGE_FILE = "id2image.jsonl"
+"""The mapping file the official evaluation code reads, looked for beside the annotations."""
+ID2IMAGE_EXPECTS = (
+    "Infoseek image mapping: id2image.jsonl ({image_id, image_path} per line) or OVEN's "
+    "ovenid2impath.csv (image_id,path per line)"
+)
+
+
+def read_id2image(path: Path) -> dict[str, Path]:
+    """image_id -> image path of a mapping file (see the module docstring), relative paths
+    resolved against the file's folder."""
+    out: dict[str, str] = {}
+    if path.suffix.lower() == ".csv":
+        require_file(path, NAME, ID2IMAGE_EXPECTS)
+        try:
+            lines = path.read_text(encoding="utf-8-sig").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise DatasetError(
+                f"{NAME}: cannot read {path} ({e}); it expects {ID2IMAGE_EXPECTS}"
+            ) from None
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            image_id, sep, where = line.strip().partition(",")
+            if not sep or not image_id.strip() or not where.strip():
+                raise bad_record(NAME, path, f"line {n}", "not 'image_id,path'", ID2IMAGE_EXPECTS)
+            out[image_id.strip()] = where.strip()
+    else:
+        for n, record in read_jsonl(path, NAME, ID2IMAGE_EXPECTS):
+            where = f"line {n}"
+            image_id = text_field(record, "image_id", NAME, path, where, ID2IMAGE_EXPECTS)
+            out[image_id] = text_field(record, "image_path", NAME, path, where, ID2IMAGE_EXPECTS)
+    base = path.parent
+    return {k: option_path(v, base) for k, v in out.items()}
 
 
 def image_path(root: Path, template: str, image_id: str) -> Path:
@@ -125,6 +176,7 @@ def _sample(
     root: Path,
     template: str,
     question_type: str,
+    id2image: tuple[Path, dict[str, Path]] | None = None,
 ) -> Sample:
     where = f"line {line}"
     data_id = text_field(record, "data_id", NAME, path, where, EXPECTS)
@@ -134,8 +186,8 @@ def _sample(
             NAME,
             path,
             where,
-            "no answers ('answer_eval' is missing or empty; the test split has no public "
-            "answers: use infoseek_val.jsonl)",
+            "no answers ('answer_eval' is missing or empty; a split released without answers, "
+            "such as the test split, cannot be scored: use infoseek_val.jsonl)",
             EXPECTS,
         )
     numerical = question_type.lower() == "numerical"
@@ -164,12 +216,20 @@ def _sample(
     data_split = text_field(record, "data_split", NAME, path, where, EXPECTS, numbers=False)
     image_id = text_field(record, "image_id", NAME, path, where, EXPECTS)
     meta.update(data_split=str(data_split), image_id=image_id)
+    if id2image is None:
+        image = image_path(root, template, image_id)
+    else:
+        mapping_file, mapping = id2image
+        if image_id not in mapping:
+            problem = f"image_id {image_id!r} is not in the image mapping {mapping_file}"
+            raise bad_record(NAME, path, where, problem, EXPECTS)
+        image = mapping[image_id]
     return Sample(
         id=data_id,
         dataset=NAME,
         question=question_field(record, "question", NAME, path, where, EXPECTS),
         answers=answers,
-        images={"image": image_path(root, template, image_id)},
+        images={"image": image},
         question_type=split_of(str(data_split)),
         meta=meta,
     )
@@ -183,6 +243,7 @@ def load(
     unseen: str = "all",
     qtype_file: str = "",
     image_template: str = DEFAULT_TEMPLATE,
+    id2image: str = "",
 ) -> list[Sample]:
     """``split`` is not used (each official file holds one split); see the module docstring
     for the options."""
@@ -199,6 +260,12 @@ def load(
     else:
         qtype_path = default_qtype_file(path)
     qtypes = read_qtypes(qtype_path) if qtype_path.is_file() else None
+    if not isinstance(id2image, str):
+        raise DatasetError(f"{NAME}: option 'id2image' must be a string (a file name)")
+    mapping_path = option_path(id2image or ID2IMAGE_FILE, path.parent)
+    mapping = None
+    if id2image or mapping_path.is_file():
+        mapping = (mapping_path, read_id2image(mapping_path))
     root = subdir_if_present(image_root(path, images), "oven_images")
     samples = []
     for line, record in read_jsonl(path, NAME, EXPECTS):
@@ -224,7 +291,7 @@ def load(
                 "'question_type' (set the option qtype_file)",
                 EXPECTS,
             )
-        samples.append(_sample(record, line, path, root, image_template, question_type))
+        samples.append(_sample(record, line, path, root, image_template, question_type, mapping))
     return samples
 
 

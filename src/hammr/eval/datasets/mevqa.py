@@ -3,9 +3,13 @@ the MEAgent paper): GQA questions with an answer and a multimodal explanation wh
 tokens follow the names of the objects they ground.
 
 Official release: github.com/LivXue/FS-MEVQA, ``dataset/dataset.zip`` (+ ``.z01``), holding the
-split files the authors' scripts read: ``MEGQA_test.json`` (``evaluation.py``,
-``GPT4V_baseline.py``) or ``SME_test.json`` (``1generate_program.py``, ``4recover_boxes.py``);
-images are GQA's (``images.zip``) as ``<images>/<imageId>.jpg``.
+split files the authors' scripts read: ``SME_test.json``, the dataset's current name (README:
+"the SME dataset"; read by ``1generate_program.py`` at 7853094a07dd648d1276638d68a21f1e5635c16b
+and ``4recover_boxes.py`` at f8f16a1b9dff2900407185a5e4bbfa85984da7ca), or the older
+``MEGQA_test.json`` (``evaluation.py``, ``GPT4V_baseline.py``); images are GQA's
+(``images.zip``) as ``<images>/<imageId>.jpg``. ``path`` may name the split file or a folder:
+in a folder the first of :data:`SPLIT_FILES` there (or in its ``data/`` subfolder, where
+``1generate_program.py`` looks) is read, and images are looked for from the folder itself.
 
 Schema: one JSON object ``{question_id: {question, imageId, answer, explanation, boxes, ...}}``
 where ``explanation`` is text with ``[BOX]`` tokens ("The apple [BOX] is to the left of the pear
@@ -18,7 +22,8 @@ Samples: ``answers == (answer,)``; ``images['image']`` is ``<images>/images/<ima
 when an ``images`` folder is there (the layout the authors' GPT-4V script reads,
 ``dataset/images/<imageId>.jpg`` beside the split file), else ``<images>/<imageId>.jpg``;
 ``.png`` is used when only that exists (as ``1generate_program.py`` falls back). ``images``
-defaults to the file's folder. Question type 'spatial_reasoning' (the GQA adapter's).
+defaults to the file's folder (the folder given as ``path``, when it is one). Question type
+'spatial_reasoning' (the GQA adapter's).
 ``meta``: ``explanation`` (text), ``boxes`` (the file's dict, unchanged), ``reference`` (a
 :class:`~hammr.eval.metrics.explanation.GroundedExplanation` built from them), ``image_id``, and
 ``full_answer`` when the record has GQA's ``fullAnswer``.
@@ -29,7 +34,9 @@ level ``{qid: record}`` and the keys ``question``, ``imageId``, ``answer`` (read
 ``evaluation.py``, ``1generate_program.py``, ``GPT4V_baseline.py``), ``explanation`` and
 ``boxes`` (read by ``metrics/language_metrics.py`` and ``metrics/visual_metrics.py``), the form
 of ``boxes`` (built by ``dataset/4separate_text_and_box.py``, scored as xyxy by
-``torchvision.ops.box_iou`` in ``visual_metrics.py``) and the ``LOC``/'located here' pairing
+``torchvision.ops.box_iou`` in ``visual_metrics.py``; a box of no area is kept and scored as
+that code scores it, IoU 0: :func:`~hammr.eval.metrics.explanation.zero_area`; an inverted box,
+x2 < x1 or y2 < y1, is refused as a sign of a misread file) and the ``LOC``/'located here' pairing
 (``dataset/6GPT_check_grammar.py``, ``visual_metrics.find_obj``). Assumed: the step that renames
 the construction scripts' ``exp``/``box`` to ``explanation``/``boxes`` and adds the GQA fields
 is not in the public code, and no real split file was read here (the archive is not in the
@@ -44,9 +51,9 @@ from typing import Any
 
 from hammr.eval.datasets._common import (
     Adapter,
+    MissingFileError,
     bad_record,
     field,
-    image_root,
     question_field,
     read_json,
     require_inside,
@@ -58,10 +65,13 @@ from hammr.eval.metrics.explanation import GroundedExplanation
 from hammr.eval.types import Sample
 
 NAME = "mevqa"
+SPLIT_FILES = ("SME_test.json", "MEGQA_test.json")
+"""The test split's names, current first, that a folder given as ``path`` is searched for."""
 EXPECTS = (
-    "MEVQA/SME split JSON (e.g. MEGQA_test.json): {question_id: {question, imageId, answer, "
-    "explanation with [BOX] tokens, boxes: {name: [[[x1, y1, x2, y2], ...], ...]}}}, images "
-    "<images>/images/<imageId>.jpg or <images>/<imageId>.jpg"
+    "MEVQA/SME split JSON (SME_test.json or MEGQA_test.json, or a folder holding one): "
+    "{question_id: {question, imageId, answer, explanation with [BOX] tokens, boxes: "
+    "{name: [[[x1, y1, x2, y2], ...], ...]}}}, images <images>/images/<imageId>.jpg or "
+    "<images>/<imageId>.jpg"
 )
 QUESTION_TYPE = "spatial_reasoning"
 
@@ -94,12 +104,28 @@ def image_path(folder: Path, image_id: str) -> Path:
     return png if not jpg.exists() and png.exists() else jpg
 
 
+def split_file(folder: Path) -> Path:
+    """The split file in ``folder``: the first of :data:`SPLIT_FILES` in it, else in its
+    ``data/`` subfolder; MissingFileError naming every place looked at when there is none."""
+    candidates = [folder / name for name in SPLIT_FILES]
+    candidates += [folder / "data" / name for name in SPLIT_FILES]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    looked = ", ".join(str(c) for c in candidates)
+    raise MissingFileError(f"{NAME}: no split file in the folder {folder} (looked for {looked})")
+
+
 def load(path: Path, *, images: Path | None = None, split: str | None = None) -> list[Sample]:
-    """All questions of the file, in file order. ``split`` is not used (one file per split)."""
+    """All questions of the file, in file order. ``split`` is not used (one file per split).
+    ``path`` may be a folder: see the module docstring."""
+    folder: Path | None = None
+    if path.is_dir():
+        folder, path = path, split_file(path)
     data = read_json(path, NAME, EXPECTS)
     if not isinstance(data, dict):
         raise bad_record(NAME, path, "top level", "not a JSON object", EXPECTS)
-    root = image_root(path, images)
+    root = images if images is not None else folder or path.parent
     folder = subdir_if_present(root, "images")
     samples = []
     for qid, record in data.items():

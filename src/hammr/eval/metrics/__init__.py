@@ -1,5 +1,5 @@
 """Evaluation metrics: VQA and TextVQA accuracy, exact match, Encyclopedic-VQA, multiple choice,
-Infoseek.
+Infoseek, MEVQA's official answer accuracy.
 
 Every metric follows :class:`hammr.eval.types.Metric` (``async score(prediction, sample)``)
 so that metrics which ask a judge model and those which only compare strings are used alike.
@@ -30,6 +30,7 @@ from hammr.eval.metrics.encvqa import (
 )
 from hammr.eval.metrics.exact import ExactMatch
 from hammr.eval.metrics.infoseek import InfoseekAccuracy, infoseek_aggregate
+from hammr.eval.metrics.mevqa import MEVQAAccuracy
 from hammr.eval.metrics.normalize import normalize_encvqa_answer, normalize_exact
 from hammr.eval.metrics.textvqa import TextVQAAccuracy, evalai_process_answer, textvqa_accuracy
 from hammr.eval.metrics.vqa import VQAAccuracy, normalize_vqa_answer, vqa_accuracy
@@ -46,6 +47,7 @@ __all__ = [
     "InfoseekAccuracy",
     "Judge",
     "LLMJudge",
+    "MEVQAAccuracy",
     "MultipleChoice",
     "SizedAggregate",
     "TextEmbedder",
@@ -104,6 +106,11 @@ def _infoseek(**options: Any) -> Metric:
     return InfoseekAccuracy()
 
 
+def _mevqa(**options: Any) -> Metric:
+    _no_options("mevqa_accuracy", options, ())
+    return MEVQAAccuracy()
+
+
 def _no_options(name: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
@@ -118,6 +125,7 @@ METRICS: dict[str, Callable[..., Metric]] = {
     "encvqa": _encvqa,
     "multiple_choice": _choice,
     "infoseek": _infoseek,
+    "mevqa_accuracy": _mevqa,
 }
 """Metric name -> factory taking the metric's options."""
 

@@ -66,6 +66,7 @@ __all__ = [
     "tokens_following",
     "union_iou",
     "word_before",
+    "zero_area",
 ]
 
 BOX_TOKEN = "[BOX]"
@@ -101,6 +102,28 @@ def box_from_xyxy(values: XYXY) -> Box:
     return Box(x1, y1, x2 - x1, y2 - y1)
 
 
+def zero_area(values: XYXY) -> bool:
+    """True for [x1, y1, x2, y2] with x2 == x1 or y2 == y1 (and neither side inverted): a box
+    of no area, which the reference files may hold (a point or a line of GQA's annotations).
+
+    The official metrics score such a box without complaint: ``torchvision.ops.box_iou`` gives
+    it IoU 0 with any box of positive area (nothing intersects it; :func:`box_iou_xyxy` agrees,
+    and gives 0 also where torchvision's 0/0 gives NaN), so in ``vis_eval`` it counts as a
+    reference box nothing found; REX's mask slice ``[int(y1):int(y2), int(x1):int(x2)]`` is
+    empty, so it paints no pixel. A :class:`Box` cannot hold it, so a reference keeps it in
+    :attr:`GroundedExplanation.reference_xyxy` for the detection score and leaves it out of
+    its BoxRefs (which only grounding and display read)."""
+    if len(values) != 4:
+        return False
+    x1, y1, x2, y2 = (float(v) for v in values)
+    return x2 >= x1 and y2 >= y1 and (x2 == x1 or y2 == y1)
+
+
+RawGroups = tuple[tuple[str, tuple[tuple[tuple[float, ...], ...], ...]], ...]
+"""A reference's boxes exactly as its file gave them: ((name, groups), ...), each group a
+tuple of [x1, y1, x2, y2] tuples."""
+
+
 def xyxy(box: Box) -> tuple[float, float, float, float]:
     return (box.x, box.y, box.x2, box.y2)
 
@@ -119,6 +142,10 @@ class GroundedExplanation:
     text: str
     boxes: Sequence[BoxRef]
     name_order: tuple[str, ...] = ()
+    reference_xyxy: RawGroups | None = None
+    """The file's boxes as given, zero-area ones included (see :func:`zero_area`), when
+    :meth:`from_named_boxes` built this reference and some box had no area; the detection
+    score reads them (:meth:`named_xyxy`). None: the BoxRefs hold every box."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "boxes", tuple(self.boxes))
@@ -138,7 +165,13 @@ class GroundedExplanation:
         return out
 
     def named_xyxy(self) -> dict[str, list[list[list[float]]]]:
-        """:meth:`named_groups` in MEVQA's reference form: {name: [[[x1, y1, x2, y2], ...]]}."""
+        """:meth:`named_groups` in MEVQA's reference form: {name: [[[x1, y1, x2, y2], ...]]};
+        the file's own boxes, zero-area ones included, when :attr:`reference_xyxy` holds them."""
+        if self.reference_xyxy is not None:
+            return {
+                name: [[list(b) for b in group] for group in groups]
+                for name, groups in self.reference_xyxy
+            }
         return {
             name: [[list(xyxy(b)) for b in group] for group in groups]
             for name, groups in self.named_groups().items()
@@ -158,12 +191,25 @@ class GroundedExplanation:
         The k-th group of a name is put at the k-th ``[BOX]`` that follows the name (the
         pairing the official metric assumes). When that does not place every group on its own
         token, one for each token, the BoxRefs stay name by name in ``named``'s order, which
-        the detection score reads the same way. ``name_order`` is ``named``'s order."""
+        the detection score reads the same way. ``name_order`` is ``named``'s order.
+
+        A box of no area (:func:`zero_area`) is scored as the official code scores it (IoU 0
+        with anything): it stays in :attr:`reference_xyxy` and out of the BoxRefs. Any other
+        box that is not a box (x2 < x1 or y2 < y1) is a ValueError."""
         grouped = [
-            (name, [tuple(box_from_xyxy(b) for b in group) for group in groups])
+            (
+                name,
+                [tuple(box_from_xyxy(b) for b in group if not zero_area(b)) for group in groups],
+            )
             for name, groups in named.items()
         ]
         order = tuple(named)
+        raw: RawGroups | None = None
+        if any(zero_area(b) for groups in named.values() for group in groups for b in group):
+            raw = tuple(
+                (name, tuple(tuple(tuple(float(v) for v in b) for b in group) for group in groups))
+                for name, groups in named.items()
+            )
         by_token: dict[int, BoxRef] = {}
         clash = False
         reading = official_text(text)
@@ -176,9 +222,9 @@ class GroundedExplanation:
                 clash = clash or ordinal in by_token
                 by_token[ordinal] = BoxRef(name, group)
         if not clash and sorted(by_token) == list(range(len(box_token_positions(text)))):
-            return cls(text, [by_token[i] for i in sorted(by_token)], order)
+            return cls(text, [by_token[i] for i in sorted(by_token)], order, raw)
         refs = [BoxRef(name, group) for name, groups in grouped for group in groups]
-        return cls(text, refs, order)
+        return cls(text, refs, order, raw)
 
     @classmethod
     def from_token_boxes(cls, text: str, boxes: Sequence[Sequence[XYXY]]) -> GroundedExplanation:

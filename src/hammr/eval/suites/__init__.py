@@ -28,8 +28,10 @@ mean over all the entries' samples pooled, each sample weighing the same).
 The bundled suites are ``generic-vqa`` (HAMMR's eight question types, its Table 2),
 ``muse-mc`` (MuSEAgent's four multiple-choice benchmarks), ``muse-demo`` (a small offline
 multiple-choice set on the demo images, for trying MuSEAgent's loop), ``mevqa`` (MEVQA's test
-split, whose reference explanations ``hammr explain`` scores), ``avis`` (Infoseek and OK-VQA,
-AVIS's benchmarks) and ``demo``; ``load_suite`` also takes a path to a TOML file of one's own.
+split, whose reference explanations ``hammr explain`` scores; ``mevqa-demo``, a few such
+questions on the demo images), ``avis`` (Infoseek and OK-VQA, AVIS's benchmarks),
+``infoseek-human`` (Infoseek's human-annotated split, AVIS's Table 5) and ``demo``;
+``load_suite`` also takes a path to a TOML file of one's own.
 Paths in a suite are relative to the data folder given to ``Suite.samples``; each entry's
 comment says what the official download is and where it goes.
 
@@ -80,6 +82,7 @@ METRICS = (
     "encvqa",
     "multiple_choice",
     "infoseek",
+    "mevqa_accuracy",
 )
 """Metric names a suite may use (implemented in hammr.eval.metrics)."""
 AGGREGATES = ("harmonic_mean", "infoseek", "mean", "micro_mean")

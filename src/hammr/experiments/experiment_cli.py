@@ -1,0 +1,319 @@
+"""``hammr experiment list | show | run | report``: a paper's table as one command.
+
+``report`` is :mod:`hammr.experiments.report_cli`'s; the rest are here, over
+:mod:`hammr.experiments.runner` and :mod:`hammr.experiments.validate`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from hammr.cli_common import config_option, fail, store_option
+from hammr.eval.executors import EXECUTORS
+from hammr.experiments.report_cli import report_cmd
+from hammr.terminal_text import safe_line
+
+if TYPE_CHECKING:
+    from hammr.experiments.spec import Experiment
+
+DEMO_DIR = Path("examples") / "demo"
+
+EPILOG_EXPERIMENT = """\b
+Examples:
+  hammr experiment list
+  hammr experiment show hammr-table3
+  hammr experiment run hammr-table3 --data-dir ~/data/vqa --limit 100
+  hammr experiment run muse-table2 --demo --limit 2        # the bundled demo data, offline
+  hammr experiment run hammr-table3 --data-dir ~/data/vqa --prefix qwen72b.
+  hammr experiment report hammr-table3
+
+\b
+An experiment is a TOML file (the bundled ones are listed by `hammr experiment list`; a path
+to your own works everywhere a name does): the runs a paper's table needs, the memory steps
+between them, the table with the paper's numbers, and the deviations from the paper.
+`run` fills the run store with what is not yet finished; a re-run of a finished experiment
+asks nothing. Runs are stored as [PREFIX][demo.]EXPERIMENT.RUN; a run stored with other
+settings is refused: give --prefix to keep both.
+"""
+
+
+@click.group("experiment", epilog=EPILOG_EXPERIMENT)
+def experiment() -> None:
+    """Reproduce a paper's table or figure: list, show, run and report experiments."""
+
+
+def _load(name_or_file: str) -> Experiment:
+    from hammr.experiments import ExperimentError, load_experiment
+
+    try:
+        return load_experiment(name_or_file)
+    except ExperimentError as e:
+        fail(str(e))
+
+
+@experiment.command("list")
+def list_cmd() -> None:
+    """Every bundled experiment: name, paper, source and title, one line each."""
+    from hammr.experiments import ExperimentError, bundled_names, load_experiment
+
+    names = bundled_names()
+    if not names:
+        click.echo("no bundled experiments", err=True)
+        return
+    rows: list[tuple[str, ...]] = []
+    for name in names:
+        try:
+            e = load_experiment(name)
+        except ExperimentError as err:
+            rows.append((name, "?", "?", f"(unreadable: {err})"))
+            continue
+        rows.append((e.name, e.paper, e.source, e.title))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        cells = [r[i].ljust(widths[i]) for i in range(3)]
+        click.echo(safe_line("  ".join([*cells, r[3]]).rstrip()))
+
+
+def _value(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(
+        value, bool
+    ) else str(value)  # fmt: skip
+
+
+@experiment.command("show")
+@click.argument("name_or_file")
+@click.option("--demo", is_flag=True, help="Show the runs as --demo would make them.")
+@click.option("--prefix", default="", help="The prefix of the stored run names.")
+@store_option
+def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None) -> None:
+    """An experiment's runs in order (with their settings), memory steps, tables with the
+    paper's numbers and deviations; checks that everything it names exists in hammr, and
+    says which steps the store already holds."""
+    from hammr.experiments import ExperimentError
+    from hammr.experiments.spec import Run, stored_run_name
+    from hammr.experiments.validate import demo_cell, validate
+
+    e = _load(name_or_file)
+    try:
+        validate(e)
+    except ExperimentError as err:
+        fail(str(err))
+    if demo and e.data.demo_suite is None:
+        fail(f"experiment {e.name!r} has no [data] demo_suite, so --demo cannot run it")
+    states = _states(e, prefix, demo, store_path)
+    out: list[str] = [f"{e.name}: {e.title}", f"  paper: {e.paper}; source: {e.source}"]
+    if e.description:
+        out.append(f"  {' '.join(e.description.split())}")
+    limit = e.data.limit
+    out.append(f"  samples per suite entry: {limit if limit else 'all'} (--limit overrides)")
+    order = e.order()
+    out.append(f"steps ({len(order)}):")
+    for i, step in enumerate(order, 1):
+        if isinstance(step, Run):
+            stored = stored_run_name(e.name, step.name, prefix=prefix, demo=demo)
+            suite = e.data.demo_suite if demo and e.data.demo_suite else step.suite
+            entries = "" if demo or not step.entries else f" entries {', '.join(step.entries)}"
+            split = f", {step.split} split (seed {step.split_seed})" if step.split else ""
+            steps = f", max_steps {step.max_steps}" if step.max_steps else ""
+            memory = f", memory {step.memory!r}" if step.memory else ""
+            state = states.get(f"run:{step.name}")
+            status = f"  [{state.status}{': ' + state.reason if state.reason else ''}]" if (
+                state
+            ) else ""  # fmt: skip
+            out.append(
+                f"  {i}. run {step.name}: system {step.system}, suite {suite}{entries}"
+                f"{split}{steps}{memory} -> {stored}{status}"
+            )
+            for key, value in sorted(step.settings.items()):
+                out.append(f"       {key} = {_value(value)}")
+        else:
+            state = states.get(f"memory:{step.name}")
+            status = f"  [{state.status}]" if state else ""
+            out.append(
+                f"  {i}. memory {step.name}: hammr memory {step.command} from run "
+                f"{step.source}{status}"
+            )
+            for key, value in sorted(step.settings.items()):
+                out.append(f"       {key} = {_value(value)}")
+    for table in e.tables:
+        out.append(f"table {table.name}: {table.title} ({table.source})")
+        for column in table.columns:
+            cell = demo_cell(e, column.cell) if demo else column.cell
+            out.append(f"  column {column.label}: {cell}")
+        for row in table.rows:
+            paper = ", ".join(f"{c.label} {_value(row.paper[c.label])}" for c in table.columns)
+            out.append(f"  row {row.label} (run {row.run}): paper {paper}")
+    for figure in e.figures:
+        out.append(
+            f"figure {figure.name} ({figure.kind}): {figure.title}, runs {', '.join(figure.runs)}"
+        )
+    if e.deviations:
+        out.append("deviations from the paper:")
+        out.extend(f"  - {d}" for d in e.deviations)
+    for line in out:
+        click.echo(safe_line(line))
+
+
+def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> dict[str, Any]:
+    """What the store already holds of the experiment (empty when there is no store)."""
+    from hammr.eval.store import RunStore, StoreError, default_store_path
+    from hammr.experiments.state import step_states
+
+    where = (store_path or default_store_path()).expanduser()
+    if not where.exists():
+        return {}
+    try:
+        with RunStore(where, create=False) as store:
+            return dict(step_states(store, e, prefix=prefix, demo=demo))
+    except (StoreError, OSError):
+        return {}
+
+
+@experiment.command("run", epilog=EPILOG_EXPERIMENT)
+@click.argument("name_or_file")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder holding the suites' dataset files and images (with --demo: default "
+    "examples/demo when it exists here).",
+)
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Run every run on the file's [data] demo_suite (the bundled demo data), without "
+    "its entries filters; stored apart, as demo.EXPERIMENT.RUN.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="At most this many questions per suite entry (default: the file's [data] limit).",
+)
+@click.option(
+    "--prefix",
+    default="",
+    help="Put before every stored run's name (e.g. 'qwen72b.'): keeps the runs of one model "
+    "or dataset apart from another's.",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the --limit subset.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True)
+@click.option("--ray-address", metavar="auto|ray://HOST:PORT", help="With --executor ray.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="With --executor ray: Ray actors.",
+)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), help="Questions in flight at once (as eval's)."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0),
+    help="Seconds of work a question may take (as eval's; 0: no limit).",
+)
+@click.option(
+    "--judge",
+    type=click.Choice(["auto", "bem", "llm", "embedding", "none"]),
+    default="auto",
+    show_default=True,
+    help="Who decides EncVQA answers that are not exact matches (as `hammr eval --judge`).",
+)
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Ask again the stored samples that failed (error, timeout, llm_failure).",
+)
+@store_option
+@config_option
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bars on stderr (default: when stderr is a terminal).",
+)
+def run_cmd(
+    name_or_file: str,
+    data_dir: Path | None,
+    demo: bool,
+    limit: int | None,
+    prefix: str,
+    seed: int,
+    executor: str,
+    ray_address: str | None,
+    workers: int,
+    concurrency: int | None,
+    timeout_s: float | None,
+    judge: str,
+    retry_failed: bool,
+    store_path: Path | None,
+    config_path: Path | None,
+    progress: bool | None,
+) -> None:
+    """Run every step of an experiment not yet finished into the run store.
+
+    Steps go in order (exploration, memory, evaluation); each run is a `hammr eval` stored
+    as [PREFIX][demo.]EXPERIMENT.RUN, each memory step a `hammr memory build|reflect|
+    insights` into a file beside the store. Resumable: a finished run is not asked again, a
+    killed one asks only its missing samples. A suite whose files are missing under
+    --data-dir is skipped with a warning (its cells say why). Exit status: 0 every step with
+    data finished, 1 a step failed or stopped partway, 2 bad input (nothing ran), 130
+    interrupted (run the same command again to resume).
+    """
+    from hammr.experiments.runner import RunnerError, RunOptions, run_experiment
+
+    e = _load(name_or_file)
+    if data_dir is None:
+        if not demo:
+            fail("--data-dir is required (or --demo, to run on the bundled demo data)")
+        if not DEMO_DIR.is_dir():
+            fail(f"--demo: no {DEMO_DIR} here; give --data-dir with the demo data's folder")
+        data_dir = DEMO_DIR
+    if executor == "local" and ray_address:
+        fail("--ray-address goes with --executor ray")
+    options = RunOptions(
+        data_dir=data_dir,
+        demo=demo,
+        limit=limit,
+        prefix=prefix,
+        seed=seed,
+        store_path=store_path,
+        config_path=config_path,
+        executor=executor,
+        ray_address=ray_address,
+        workers=workers,
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        judge=judge,
+        retry_failed=retry_failed,
+        progress=progress,
+    )
+    try:
+        outcome = run_experiment(e, options, note=lambda line: click.echo(line, err=True))
+    except RunnerError as err:
+        fail(str(err), code=err.code)
+    done = sum(1 for s in outcome.states.values() if s.status == "done")
+    click.echo(
+        f"{e.name}: {done} of {len(outcome.states)} steps done "
+        f"({len(outcome.ran)} worked on now, {len(outcome.skipped)} already done)"
+    )
+    for state in outcome.states.values():
+        if state.status != "done":
+            click.echo(safe_line(f"  {state.kind} {state.name}: {state.status}: {state.reason}"))
+    report = f"hammr experiment report {name_or_file}"
+    if prefix:
+        report += f" --prefix {prefix}"
+    if demo:
+        report += " --demo"
+    if store_path is not None:
+        report += f" --store {store_path}"
+    click.echo(f"table: {report}")
+    raise SystemExit(outcome.exit_code)
+
+
+experiment.add_command(report_cmd)
+
+__all__ = ["experiment", "list_cmd", "run_cmd", "show_cmd"]

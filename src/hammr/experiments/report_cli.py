@@ -1,0 +1,165 @@
+"""``hammr experiment report``: a paper's table with our numbers beside it.
+
+The experiment group (:mod:`hammr.experiments.experiment_cli`) adds :data:`report_cmd`.
+Everything is read from the run store (:mod:`hammr.experiments.report`); nothing is run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hammr.cli_common import fail, open_store, store_option
+
+EPILOG_REPORT = """\
+\b
+Examples:
+  hammr experiment report hammr-table3
+  hammr experiment report hammr-table3 --demo --html table3.html --csv table3.csv
+  hammr experiment report hammr-table4 --labels hammr=wrong.csv --labels naive=naive.csv
+  hammr experiment report my-experiment.toml --prefix qwen7b.
+
+\b
+Each cell: ours (mean in % ± half its 95% bootstrap interval), the paper's number and the
+difference; an empty cell says why (not run yet, no data, stopped part way). Under each
+table: the file's deviations from the paper and those read from the runs (settings that
+differ from the paper's, the LLM, sample counts, demo data).
+"""
+
+
+def _labels(values: tuple[str, ...]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for value in values:
+        run, eq, path = value.partition("=")
+        if not eq or not run.strip() or not path.strip():
+            fail(f"--labels {value!r}: write RUN=FILE (a run of the experiment and its CSV)")
+        out[run.strip()] = Path(path.strip())
+    return out
+
+
+@click.command("report", epilog=EPILOG_REPORT)
+@click.argument("experiment")
+@click.option(
+    "--prefix",
+    default="",
+    help="The prefix the experiment's runs were stored with (`experiment run --prefix`).",
+)
+@click.option("--demo", is_flag=True, help="Report the runs made on the bundled demo data.")
+@store_option
+@click.option(
+    "--csv",
+    "csv_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write one CSV row per cell: table, row, column, ours, ci, paper, diff, n, "
+    "status, reason (then cell, run, unit).",
+)
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained page: the tables (cells linked to their runs in "
+    "`hammr view`), the deviations and the experiment's figures.",
+)
+@click.option(
+    "--labels",
+    "labels",
+    multiple=True,
+    metavar="RUN=FILE",
+    help="A labelled CSV of RUN's wrong answers (`hammr errors RUN --export`), for label: "
+    "cells (HAMMR's Table 4). Repeatable.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where explain: cells and the shuffle figure read the suite's reference "
+    "explanations (default: the data folder each run stored).",
+)
+@click.option(
+    "--viewer",
+    default="http://127.0.0.1:8765/",
+    show_default=True,
+    help="With --html: the address of `hammr view` the cells link to.",
+)
+@click.option(
+    "--samples",
+    "ci_samples",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Bootstrap resamples per confidence interval.",
+)
+def report_cmd(
+    experiment: str,
+    prefix: str,
+    demo: bool,
+    store_path: Path | None,
+    csv_out: Path | None,
+    html_out: Path | None,
+    labels: tuple[str, ...],
+    data_dir: Path | None,
+    viewer: str,
+    ci_samples: int,
+) -> None:
+    """Print an experiment's tables: ours beside the paper's numbers, with the deviations."""
+    from rich.console import Console
+
+    from hammr.eval.store import StoreError
+    from hammr.experiments import ExperimentError, load_experiment
+    from hammr.experiments.report import (
+        ReportError,
+        build_report,
+        render_csv,
+        render_html,
+        render_rich,
+    )
+    from hammr.output_file import OutputError, output_target, write_output
+
+    try:
+        spec = load_experiment(experiment)
+    except ExperimentError as e:
+        fail(str(e))
+    by_run = _labels(labels)
+    for path, what in ((csv_out, "the CSV file"), (html_out, "the HTML file")):
+        if path is not None:
+            try:  # refused before the work
+                output_target(path, what)
+            except OutputError as e:
+                fail(str(e))
+    store = open_store(store_path, create=False)
+    try:
+        report = build_report(
+            store,
+            spec,
+            prefix=prefix,
+            demo=demo,
+            labels=by_run,
+            data_dir=data_dir,
+            samples=ci_samples,
+        )
+        figures: list[str] = []
+        if html_out is not None:
+            from hammr.experiments.figures import figures_html
+
+            figures = figures_html(store, report, data_dir=data_dir, samples=ci_samples)
+    except (ReportError, StoreError, OutputError) as e:
+        fail(str(e))
+    finally:
+        if store is not None:
+            store.close()
+    console = Console(highlight=False)
+    for part in render_rich(report):
+        console.print(part)
+    try:
+        if csv_out is not None:
+            write_output(csv_out, render_csv(report), what="the CSV file")
+            click.echo(f"wrote {csv_out}", err=True)
+        if html_out is not None:
+            page = render_html(report, figures=figures, viewer=viewer)
+            write_output(html_out, page, what="the HTML file")
+            click.echo(f"wrote {html_out}", err=True)
+    except OutputError as e:
+        fail(str(e))
+
+
+__all__ = ["report_cmd"]
