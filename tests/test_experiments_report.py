@@ -5,10 +5,13 @@ page (links to the viewer, inlined figures), and MulProg's Fig. 11 shuffle."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import random
 import shutil
+import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,7 @@ from hammr.eval.metrics.explanation import (
     LanguageMetricError,
     score_explanations,
 )
+from hammr.eval.metrics.language import java_quiet
 from hammr.eval.report import build_report as build_eval_report
 from hammr.eval.stats import bootstrap_ci
 from hammr.eval.store import RunStore
@@ -33,12 +37,17 @@ from hammr.eval.types import RunRecord
 from hammr.experiments import load_experiment
 from hammr.experiments.report import (
     CSV_COLUMNS,
+    LABEL_KEEP,
     CellResult,
     ExperimentReport,
     build_report,
     explain_metric,
+    fit_widths,
     render_csv,
     render_html,
+    render_rich,
+    superscript,
+    table_footnotes,
 )
 from hammr.experiments.report_cli import report_cmd
 from hammr.experiments.shuffle import shuffle_scores, shuffled
@@ -230,7 +239,10 @@ def test_a_partial_run_is_shown_and_marked_and_demo_cells_substitute(tmp_path: P
     report = report_of(store, exp, demo=True)
     gqa = cell(report, "HAMMR", "GQA")
     assert gqa.status == "partial" and gqa.value == pytest.approx(70.0)
-    assert "14 of 20 samples stored" in gqa.reason and gqa.ours_text().endswith("*")
+    assert "14 of 20 samples stored" in gqa.reason and gqa.ours_text() == "70.0 ±25.0"
+    notes = table_footnotes(report.tables[0])
+    number = notes.of(0, 0)
+    assert number is not None and "14 of 20 samples stored" in notes.texts[number - 1]
     textvqa = cell(report, "HAMMR", "TextVQA")
     assert textvqa.cell == "entry:textvqa" and textvqa.value == pytest.approx(50.0)
     deviations = report.tables[0].deviations
@@ -319,7 +331,8 @@ def test_the_command_prints_the_table_and_writes_csv_and_html_with_links_and_fig
     result = CliRunner().invoke(report_cmd, [*args, "--samples", "50"])
     assert result.exit_code == 0, result.output
     assert "Toy accuracy table" in result.stdout and "56.4" in result.stdout
-    assert "not run yet" in result.stdout and "Deviations from the paper" in result.stdout
+    assert "run toy.oracle: not run yet" in result.stdout
+    assert "Deviations from the paper" in result.stdout
     assert len(out_csv.read_text().splitlines()) == 1 + 15
     page = out_html.read_text()
     assert page.count('<table class="exp">') == 1 and "<h2" in page
@@ -349,6 +362,100 @@ def test_no_store_yet_gives_the_paper_s_table_with_every_cell_not_run(tmp_path: 
     assert report.tables[0].deviations == [
         "LLM: whatever hammr.toml configures; the paper ran PaLI-X"
     ]
+
+
+def rendered(report: ExperimentReport, width: int = 100) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, file=io.StringIO(), record=True, highlight=False)
+    for part in render_rich(report):
+        console.print(part)
+    return console.export_text()
+
+
+def test_terminal_table_gives_each_reason_once_as_a_numbered_footnote(
+    toy: tuple[Path, Path],
+) -> None:
+    exp, store = toy
+    report = report_of(store, exp)
+    notes = table_footnotes(report.tables[0])
+    naive = {notes.of(1, j) for j in range(5)}
+    oracle = {notes.of(2, j) for j in range(5)}
+    assert len(naive) == len(oracle) == 1 and naive != oracle and None not in naive | oracle
+    assert len(notes.texts) == len(set(notes.texts)) == 3  # labels, no data, not run
+    (n_oracle,) = oracle
+    assert notes.texts[n_oracle - 1] == "run toy.oracle: not run yet"
+    # the same reason in two rows is one footnote
+    t = report.tables[0]
+    same = "unavailable: SPICE needs Java"
+    t.cells[0][4] = replace(t.cells[0][4], status="unavailable", reason=same)
+    t.cells[1][4] = replace(t.cells[1][4], status="unavailable", reason=same)
+    notes = table_footnotes(t)
+    assert notes.of(0, 4) == notes.of(1, 4) and notes.texts.count(same) == 1
+    text = rendered(report)
+    assert text.count("not run yet") == 1 and f"—{superscript(n_oracle)}" in text
+    assert text.count(same) == 1 and f"n/a{superscript(notes.of(0, 4) or 0)}" in text
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100 and "…" not in text
+    header = next(line for line in lines if "GQA" in line)
+    assert all(label in header for label in ("GQA", "TextVQA", "All", "Steps", "Reasoning"))
+    hammr = lines.index(next(line for line in lines if line.startswith("HAMMR")))
+    assert lines[hammr].split()[1:3] == ["70.0", "±25.0"]
+    assert lines[hammr + 1].split() == ["paper", "56.4", "n.r.", "50.0", "n.r.", "30.0"]
+    assert lines[hammr + 2].split() == ["Δ", "+13.6", "+14.3"]
+
+
+def test_narrow_terminals_fold_number_headers_before_the_row_labels(
+    toy: tuple[Path, Path],
+) -> None:
+    # labels (natural 30, longest word 12), then two number columns
+    assert fit_widths([30, 11, 9], [12, 9, 9], [12, 6, 4], 60) is None
+    assert fit_widths([30, 11, 9], [12, 9, 9], [12, 6, 4], 40) == [LABEL_KEEP, 11, 9]
+    assert fit_widths([30, 11, 9], [12, 9, 9], [12, 6, 4], 30) == [12, 9, 9]
+    assert fit_widths([30, 11, 9], [12, 9, 9], [12, 6, 4], 24) == [12, 6, 6]
+    exp, store = toy
+    text = rendered(report_of(store, exp), width=60)
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 60
+    assert "Reasoning" in text and "run toy.oracle: not run yet" in text
+
+
+def test_java_quiet_keeps_a_child_s_output_off_the_terminal_and_shows_it_on_error(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with java_quiet() as captured:
+        subprocess.run(["sh", "-c", "echo out-noise; echo err-noise >&2"], check=True)
+    assert captured == ["out-noise\nerr-noise\n"]
+    seen = capfd.readouterr()
+    assert "noise" not in seen.out + seen.err
+    with pytest.raises(subprocess.CalledProcessError), java_quiet():
+        subprocess.run(["sh", "-c", "echo broken >&2; exit 3"], check=True)
+    assert "broken" in capfd.readouterr().err
+
+
+@pytest.mark.skipif(
+    shutil.which("java") is None or importlib.util.find_spec("pycocoevalcap") is None,
+    reason="the language metrics need Java and pycocoevalcap",
+)
+def test_report_with_language_cells_prints_no_java_tool_noise(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store, _, _ = store_mulprog(tmp_path)
+    exp = tmp_path / "ex.toml"
+    exp.write_text(
+        EXPLAIN.replace('{ label = "Grounding", cell = "explain:grounding" },',
+                        '{ label = "Grounding", cell = "explain:grounding" },\n'
+                        '  { label = "BLEU-4", cell = "explain:BLEU-4" },')
+        .replace("Grounding = 50.0 }", "Grounding = 50.0, BLEU-4 = 20.1 }")
+    )  # fmt: skip
+    out_csv = tmp_path / "t.csv"
+    args = [str(exp), "--store", str(store), "--samples", "20", "--csv", str(out_csv)]
+    result = CliRunner().invoke(report_cmd, args)
+    assert result.exit_code == 0, result.output
+    rows = {r["column"]: r for r in csv.DictReader(out_csv.open())}
+    assert rows["BLEU-4"]["status"] == "ok"  # the tokenizer ran
+    seen = capfd.readouterr()
+    for text in (result.stdout, result.stderr, seen.out, seen.err):
+        assert "PTBTokenizer" not in text and "tokens per second" not in text
 
 
 # --- explanation cells and the shuffle figure ------------------------------------------------

@@ -44,7 +44,10 @@ from hammr.experiments.spec import (
 )
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from collections.abc import Callable, Iterator
+
+    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.table import Table as RichTable
 
     from hammr.eval.explain_cli import Explained, RunScores
     from hammr.eval.metrics.explanation import GroundedExplanation
@@ -162,15 +165,18 @@ class CellResult:
         return self.value is not None
 
     def ours_text(self) -> str:
+        """Ours with one decimal and ± half the CI ('–' when empty; a cell from a run that
+        stopped part way carries a footnote in the tables, not a mark here)."""
         if self.value is None:
             return "–"
         text = f"{self.value:.1f}"
         if self.ci is not None:
             text += f" ±{self.ci:.1f}"
-        return text + ("*" if self.status == "partial" else "")
+        return text
 
     def paper_text(self) -> str:
-        return NOT_REPORTED if self.paper is None else f"{self.paper:g}"
+        """The paper's number with one decimal, or 'not reported'."""
+        return NOT_REPORTED if self.paper is None else f"{self.paper:.1f}"
 
     def diff_text(self) -> str:
         d = self.diff
@@ -650,7 +656,9 @@ def build_report(
         tables.append(TableResult(table, rows, deviations))
     notes = [
         "Ours: mean score in % ± half the width of its 95% bootstrap interval "
-        f"({samples} resamples); Δ = ours - paper; * = from a run that stopped part way."
+        f"({samples} resamples); Δ = ours − paper; n.r. = the paper reports no number; "
+        "¹, ² (raised numbers) = the notes under the table (why a cell is empty, or that its run "
+        "stopped part way)."
     ]
     return ExperimentReport(
         experiment,
@@ -718,35 +726,139 @@ def _labels_by_run(
 # --- rendering ----------------------------------------------------------------------------------
 
 
-def _unit_note(c: CellResult) -> str:
-    return "" if c.unit == "%" else " (steps)"
+PAPER_SHORT = "n.r."
+"""What the terminal writes where the paper reports no number (the notes say so)."""
+_MARKS: dict[str, str] = {"not_run": "—", "no_data": "—", "failed": "—"}
+"""What an empty cell says in a table, by status: '—' where the row's run has nothing to show
+(not run, no data, failed), 'n/a' where the run is there but this cell cannot be filled. The
+reason goes under the table as a numbered footnote (:func:`table_footnotes`); the mark stays
+short so the columns stay narrow and the row labels keep their room."""
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-_SHORT: dict[str, str] = {"not_run": "not run", "no_data": "no data", "failed": "failed"}
-"""What a cell of a run that has nothing to show says in the terminal (the reason follows
-the table once per run, :func:`run_notes`)."""
+def superscript(n: int) -> str:
+    """``n`` in superscript digits (the footnote mark of a cell)."""
+    return str(n).translate(_SUPERSCRIPT)
 
 
-def run_notes(table: TableResult) -> list[str]:
-    """One line per row whose run is not finished (not run, no data, failed, partial): the
-    row, the run's stored name and why."""
-    out: list[str] = []
-    for row, cells in zip(table.table.rows, table.cells, strict=True):
-        c = next(
-            (c for c in cells if c.status in ("not_run", "no_data", "failed", "partial")), None
-        )
-        if c is not None:
-            mark = " (cells marked *)" if c.status == "partial" else ""
-            out.append(f"{row.label} ({c.stored_as}): {c.reason or c.status}{mark}")
-    return out
+def footnote_text(c: CellResult) -> str | None:
+    """What a cell's footnote says (None: the cell needs none). A run that is not finished
+    (not run, no data, failed, stopped part way) is named by its stored name, so every cell
+    of its row shares one footnote and the reader knows which run to look at."""
+    if c.status == "ok":
+        return None
+    reason = c.reason or c.status.replace("_", " ")
+    if c.status in ("not_run", "no_data", "failed", "partial"):
+        return f"run {c.stored_as}: {reason}"
+    return reason
+
+
+@dataclass(frozen=True)
+class Footnotes:
+    """A table's footnotes: each distinct reason once, numbered from 1 in reading order,
+    and per cell (row, column index) the number it carries."""
+
+    texts: list[str]
+    marks: dict[tuple[int, int], int]
+
+    def of(self, row: int, column: int) -> int | None:
+        return self.marks.get((row, column))
+
+
+def table_footnotes(table: TableResult) -> Footnotes:
+    """Number the reasons of ``table``'s cells that need one: the same reason gets the same
+    number wherever it stands."""
+    numbers: dict[str, int] = {}
+    marks: dict[tuple[int, int], int] = {}
+    for i, cells in enumerate(table.cells):
+        for j, c in enumerate(cells):
+            text = footnote_text(c)
+            if text is None:
+                continue
+            marks[(i, j)] = numbers.setdefault(text, len(numbers) + 1)
+    return Footnotes(list(numbers), marks)
+
+
+def cell_mark(c: CellResult) -> str:
+    """An empty cell's short mark ('—': the run has nothing to show, 'n/a': this cell)."""
+    return _MARKS.get(c.status, "n/a")
+
+
+def column_unit(report: ExperimentReport, table: Table, index: int) -> str:
+    """' (steps)' for a column of step counts whose label does not say so, else '' (scores
+    are in percent)."""
+    column = table.columns[index]
+    cell = shown_cell(report.experiment, column.cell, report.demo)
+    return " (steps)" if cell.kind == "steps" and "step" not in column.label.lower() else ""
+
+
+LABEL_KEEP = 18
+"""How wide the row labels stay, at most, when the table must narrow to fit the terminal:
+number columns give up their room (their headers fold) before the labels go below this."""
+
+
+def fit_widths(
+    naturals: Sequence[int], words: Sequence[int], floors: Sequence[int], budget: int
+) -> list[int] | None:
+    """Content widths of a table's columns (the row labels first) that fit ``budget``
+    characters, or None when the natural widths already fit.
+
+    Rich would shrink the widest column first, which is the labels, folding them into pieces
+    while number columns keep room they do not need. Here the labels keep up to
+    :data:`LABEL_KEEP`; then the widest number column gives up one character at a time, first
+    down to its longest word (``words``: a header wraps between words), then the labels down
+    to their longest word, then number columns down to ``floors`` (the longest word of their
+    cells: a header folds inside a word), and last the labels down to 6."""
+    if sum(naturals) <= budget:
+        return None
+    widths = list(naturals)
+    widths[0] = min(widths[0], max(LABEL_KEEP, words[0]))
+
+    def shrink(columns: range, limit: Sequence[int]) -> bool:
+        while sum(widths) > budget:
+            spare = [j for j in columns if widths[j] > limit[j]]
+            if not spare:
+                return False
+            widths[max(spare, key=lambda k: widths[k])] -= 1
+        return True
+
+    numbers = range(1, len(widths))
+    label = range(0, 1)
+    if shrink(numbers, words) or shrink(label, words) or shrink(numbers, floors):
+        return widths
+    shrink(label, [6] * len(widths))
+    return widths
+
+
+class _FittedTable:
+    """A table built for the width it is printed at (:func:`fit_widths`)."""
+
+    def __init__(
+        self,
+        build: Callable[[Sequence[int] | None], RichTable],
+        naturals: Sequence[int],
+        words: Sequence[int],
+        floors: Sequence[int],
+    ) -> None:
+        self.build, self.naturals, self.words, self.floors = build, naturals, words, floors
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RichTable]:
+        gaps = 2 * (len(self.naturals) - 1)  # a separator and a pad before each number column
+        budget = options.max_width - gaps
+        yield self.build(fit_widths(self.naturals, self.words, self.floors, budget))
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
 
 
 def render_rich(report: ExperimentReport) -> list[RenderableType]:
-    """The tables for the terminal: per cell ours (± CI), then the paper's number and the
-    difference, or the reason it is empty; the deviations under each table. Stored text is
-    escaped (:func:`hammr.terminal_text.safe_markup`)."""
-    from rich import box
-    from rich.table import Table as RichTable
+    """The tables for the terminal. Each row of the file is three lines: the row's label with
+    ours (± half the CI), 'paper' with the paper's numbers ('n.r.': not reported), and 'Δ'
+    with ours minus the paper's (left out where no cell has both). An empty cell holds a
+    short mark and a footnote number; the reasons follow the table, each once, then the
+    deviations. Headers and labels wrap rather than being cut, and the columns are fitted to
+    the terminal's width (:func:`fit_widths`). Stored text is never read as markup."""
     from rich.text import Text
 
     from hammr.terminal_text import safe_markup
@@ -758,43 +870,98 @@ def render_rich(report: ExperimentReport) -> list[RenderableType]:
         head += "  [yellow]demo data[/yellow]"
     out.append(Text.from_markup(head))
     for t in report.tables:
-        rt = RichTable(
-            title=safe_markup(f"{t.table.title} — {t.table.source}"),
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_lines=True,
-        )
-        rt.add_column("")
-        for column in t.table.columns:
-            rt.add_column(safe_markup(column.label), justify="right")
-        for row, cells in zip(t.table.rows, t.cells, strict=True):
-            texts = []
-            for c in cells:
-                if c.filled:
-                    text = f"[bold]{safe_markup(c.ours_text())}[/bold]{_unit_note(c)}\n"
-                    text += f"[dim]paper {safe_markup(c.paper_text())}"
-                    if c.diff is not None:
-                        text += f"  Δ {c.diff_text()}"
-                    text += "[/dim]"
-                else:
-                    why = _SHORT.get(c.status) or c.reason or c.status
-                    text = f"[italic]{safe_markup(why)}[/italic]\n"
-                    text += f"[dim]paper {safe_markup(c.paper_text())}[/dim]"
-                texts.append(text)
-            rt.add_row(safe_markup(row.label), *texts)
-        if t.table.note:
-            rt.caption = safe_markup(t.table.note)
-            rt.caption_justify = "left"
-        out.append(rt)
-        runs = run_notes(t)
-        if runs:
-            lines = "\n".join(f"  • {safe_markup(n)}" for n in runs)
-            out.append(Text.from_markup(f"[bold]Runs not finished[/bold]\n{lines}"))
+        out.append(_table(report, t))
+        notes = table_footnotes(t)
+        if notes.texts:
+            out.append(_hanging([(superscript(n), text) for n, text in enumerate(notes.texts, 1)]))
         if t.deviations:
-            lines = "\n".join(f"  • {safe_markup(d)}" for d in t.deviations)
-            out.append(Text.from_markup(f"[bold]Deviations from the paper[/bold]\n{lines}"))
-    out += [Text.from_markup(f"[dim]{safe_markup(n)}[/dim]") for n in report.notes]
+            out.append(Text.from_markup("[bold]Deviations from the paper[/bold]"))
+            out.append(_hanging([("•", d) for d in t.deviations], indent=2))
+    out += [Text(n, style="dim") for n in report.notes]
     return out
+
+
+def _table(report: ExperimentReport, t: TableResult) -> _FittedTable:
+    """One table for the terminal: three lines per row of the file (see :func:`render_rich`)."""
+    from rich import box
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    notes = table_footnotes(t)
+    headers = [
+        column.label + column_unit(report, t.table, j) for j, column in enumerate(t.table.columns)
+    ]
+    lines: list[tuple[Text, list[Text], str]] = []  # (label, cells, what the line is)
+    for i, (row, cells) in enumerate(zip(t.table.rows, t.cells, strict=True)):
+        ours, paper, diff = [], [], []
+        for j, c in enumerate(cells):
+            number = notes.of(i, j)
+            mark = Text(superscript(number) if number is not None else "", style="dim")
+            if c.filled:
+                ours.append(Text(c.ours_text(), style="bold") + mark)
+            else:
+                ours.append(Text(cell_mark(c), style="italic") + mark)
+            paper.append(Text(PAPER_SHORT if c.paper is None else c.paper_text()))
+            diff.append(Text(c.diff_text()))
+        lines.append((Text(row.label, style="bold"), ours, "ours"))
+        lines.append((Text("  paper"), paper, "paper"))
+        if any(d.plain for d in diff):
+            lines.append((Text("  Δ"), diff, "diff"))
+    naturals = [max([len(label.plain) for label, _, _ in lines] + [1])]
+    floors = [max([_longest_word(label.plain) for label, _, _ in lines] + [1])]
+    words = [min(floors[0], 28)]
+    for j, header in enumerate(headers):
+        texts = [cells[j].plain for _, cells, _ in lines]
+        naturals.append(max([len(header)] + [len(x) for x in texts]))
+        floors.append(max([1] + [_longest_word(x) for x in texts]))
+        words.append(max(floors[-1], _longest_word(header)))
+    naturals[0] = min(naturals[0], 28)
+
+    def build(widths: Sequence[int] | None) -> RichTable:
+        rt = RichTable(
+            title=Text(f"{t.table.title} — {t.table.source}"),
+            title_justify="left",
+            caption=Text(t.table.note) if t.table.note else None,
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 0, 0, 1),
+        )
+        rt.add_column("", overflow="fold", width=widths[0] if widths else None, max_width=28)
+        for j, header in enumerate(headers, start=1):
+            rt.add_column(
+                Text(header),
+                justify="right",
+                overflow="fold",
+                width=widths[j] if widths else None,
+            )
+        for k, (label, cells, kind) in enumerate(lines):
+            last_of_row = k + 1 == len(lines) or lines[k + 1][2] == "ours"
+            rt.add_row(
+                label,
+                *cells,
+                style="dim" if kind == "paper" else None,
+                end_section=last_of_row and k + 1 < len(lines),
+            )
+        return rt
+
+    return _FittedTable(build, naturals, words, floors)
+
+
+def _hanging(lines: Sequence[tuple[str, str]], *, indent: int = 0) -> RenderableType:
+    """``(mark, text)`` lines with the text wrapped under itself, not under the mark; the
+    text is plain (never read as markup)."""
+    from rich.padding import Padding
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    grid = RichTable.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for mark, text in lines:
+        grid.add_row(Text(mark), Text(text))
+    return Padding(grid, (0, 0, 0, indent)) if indent else grid
 
 
 CSV_COLUMNS = (
@@ -842,7 +1009,8 @@ table.exp th, table.exp td { border: 1px solid #d1d5db; padding: 4px 10px; verti
 table.exp td { text-align: right; font-variant-numeric: tabular-nums; }
 table.exp .paper { color: #6b7280; font-size: 12px; }
 table.exp .reason { color: #92400e; font-style: italic; font-size: 12px; }
-.deviations li { margin: 2px 0; } .muted { color: #6b7280; }
+.deviations li, .notes li { margin: 2px 0; } .muted { color: #6b7280; }
+.notes { font-size: 12px; color: #92400e; }
 img { max-width: 100%; height: auto; display: block; margin: 6px 0 14px; }
 """
 
@@ -880,34 +1048,47 @@ def render_html(
     for t in report.tables:
         out.append(f'<h2 id="table-{e(t.table.name)}">{e(t.table.title)}</h2>')
         out.append(f'<p class="muted">{e(t.table.source)}</p>')
-        head = "".join(f"<th>{e(c.label)}</th>" for c in t.table.columns)
+        head = "".join(
+            f"<th>{e(c.label + column_unit(report, t.table, j))}</th>"
+            for j, c in enumerate(t.table.columns)
+        )
         out += ['<table class="exp">', f"<thead><tr><th></th>{head}</tr></thead><tbody>"]
-        for row, cells in zip(t.table.rows, t.cells, strict=True):
+        notes = table_footnotes(t)
+        for i, (row, cells) in enumerate(zip(t.table.rows, t.cells, strict=True)):
             tds = []
-            for c in cells:
+            for j, c in enumerate(cells):
+                number = notes.of(i, j)
+                sup = (
+                    f'<sup><a href="#note-{e(t.table.name)}-{number}">{number}</a></sup>'
+                    if number is not None
+                    else ""
+                )
                 if c.filled:
                     ours = f'<a href="{e(run_link(viewer, c.stored_as))}">{e(c.ours_text())}</a>'
                     extra = f"paper {e(c.paper_text())}"
                     if c.diff is not None:
                         extra += f" · Δ {e(c.diff_text())}"
-                    body = f'{ours}<div class="paper">{extra}</div>'
+                    body = f'{ours}{sup}<div class="paper">{extra}</div>'
                 else:
-                    why = _SHORT.get(c.status) or c.reason or c.status
                     body = (
-                        f'<div class="reason">{e(why)}</div>'
+                        f'<div class="reason">{e(cell_mark(c))}{sup}</div>'
                         f'<div class="paper">paper {e(c.paper_text())}</div>'
                     )
                 title = f"{c.cell} of {c.stored_as}, n={c.n}"
+                if c.reason:
+                    title += f": {c.reason}"
                 tds.append(f'<td title="{e(title)}">{body}</td>')
             out.append(f"<tr><th>{e(row.label)}</th>{''.join(tds)}</tr>")
         out.append("</tbody></table>")
         if t.table.note:
             out.append(f'<p class="muted">{e(t.table.note)}</p>')
-        runs = run_notes(t)
-        if runs:
-            out.append("<p><b>Runs not finished</b></p><ul>")
-            out += [f"<li>{e(n)}</li>" for n in runs]
-            out.append("</ul>")
+        if notes.texts:
+            out.append('<ol class="notes">')
+            out += [
+                f'<li id="note-{e(t.table.name)}-{n}">{e(text)}</li>'
+                for n, text in enumerate(notes.texts, 1)
+            ]
+            out.append("</ol>")
         if t.deviations:
             out.append('<p><b>Deviations from the paper</b></p><ul class="deviations">')
             out += [f"<li>{e(d)}</li>" for d in t.deviations]
@@ -922,19 +1103,26 @@ __all__ = [
     "CSV_COLUMNS",
     "DEFAULT_VIEWER",
     "EXPLAIN_METRICS",
+    "PAPER_SHORT",
     "STEP_STATISTICS",
     "CellResult",
     "ExperimentReport",
+    "Footnotes",
     "ReportError",
     "TableResult",
     "build_report",
+    "cell_mark",
     "cell_problem",
+    "column_unit",
     "explain_metric",
+    "footnote_text",
     "label_name",
     "render_csv",
     "render_html",
     "render_rich",
     "run_link",
     "shown_cell",
+    "superscript",
     "table_deviations",
+    "table_footnotes",
 ]

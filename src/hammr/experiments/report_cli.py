@@ -21,10 +21,12 @@ Examples:
   hammr experiment report my-experiment.toml --prefix qwen7b.
 
 \b
-Each cell: ours (mean in % ± half its 95% bootstrap interval), the paper's number and the
-difference; an empty cell says why (not run yet, no data, stopped part way). Under each
-table: the file's deviations from the paper and those read from the runs (settings that
-differ from the paper's, the LLM, sample counts, demo data).
+Each row of the file is three lines: ours (mean in % ± half its 95% bootstrap interval),
+the paper's number (n.r.: not reported) and the difference. An empty cell holds a short mark
+(—: the run is not run, has no data or failed; n/a: this cell cannot be filled) and a note
+number; the notes under the table say why, each reason once. Then the file's deviations
+from the paper and those read from the runs (settings that differ from the paper's, the
+LLM, sample counts, demo data).
 """
 
 

@@ -147,6 +147,45 @@ def _store_path(options: RunOptions) -> Path:
     return path.expanduser()
 
 
+def demo_entries(experiment: Experiment, run: str) -> tuple[str, ...]:
+    """The entries of the demo suite that ``run``'s cells need (empty: every entry).
+
+    On the demo data a run answers only what its table cells show: a column of one question
+    type asks only that type's questions, so a smoke run of a table over two datasets costs two
+    entries, not the demo set's eight. A run that feeds a memory or a figure, or a cell over
+    everything (overall, explanation scores, labels, steps), keeps every entry."""
+    from hammr.experiments.validate import demo_cell, load_run_suite
+
+    suite_name = experiment.data.demo_suite
+    if suite_name is None:
+        return ()
+    if any(m.source == run for m in experiment.memories) or any(
+        run in f.runs for f in experiment.figures
+    ):
+        return ()
+    suite = load_run_suite(suite_name)
+    wanted: set[str] = set()
+    for table in experiment.tables:
+        for row in table.rows:
+            if row.run != run:
+                continue
+            for column in table.columns:
+                cell = demo_cell(experiment, column.cell)
+                if cell.kind == "entry":
+                    wanted.add(cell.arg)
+                elif cell.kind == "aggregate":
+                    wanted.update(next(a.entries for a in suite.aggregates if a.name == cell.arg))
+                elif cell.kind == "type":
+                    typed = [e.name for e in suite.entries if e.question_type == cell.arg]
+                    untyped = [e.name for e in suite.entries if not e.question_type]
+                    wanted.update(typed + untyped)
+                else:
+                    return ()
+    if not wanted or wanted == {e.name for e in suite.entries}:
+        return ()
+    return tuple(e.name for e in suite.entries if e.name in wanted)
+
+
 def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | PlannedMemory]:
     """Every step of ``experiment`` as ``options`` would run it, in order, with the
     identities stored runs and memory files are compared against. RunnerError for --demo on
@@ -169,7 +208,7 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
     for step in experiment.order():
         if isinstance(step, Run):
             suite = data.demo_suite if options.demo and data.demo_suite else step.suite
-            entries = () if options.demo else step.entries
+            entries = demo_entries(experiment, step.name) if options.demo else step.entries
             memory = memories[step.memory] if step.memory is not None else None
             identity = {
                 "system": step.system,

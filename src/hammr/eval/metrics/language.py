@@ -23,15 +23,25 @@ pycocoevalcap's ``spice/lib`` folder, or in a folder named by ``corenlp_dir`` /
 ``$HAMMR_CORENLP_DIR`` (they are then linked into ``spice/lib``). Otherwise, or when the SPICE
 jar fails (SPICE 1.0 needs Java 8; newer Java stops it with InaccessibleObjectException), SPICE
 is reported in :attr:`LanguageScores.unavailable` with the reason, never as a number.
+
+Console noise: the tokenizer's jar reports "PTBTokenizer tokenized N tokens ..." on the stderr
+it inherits, and SPICE's jar writes its progress to the stdout and stderr it inherits. Those
+runs go through :func:`java_quiet`, which points file descriptors 1 and 2 at a temporary file
+while the jar starts and runs, so none of it reaches the user's terminal (``hammr explain``,
+``hammr experiment report``); when the call fails, what the jar wrote goes to stderr after all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,13 +134,57 @@ def require_java() -> None:
         )
 
 
+_quiet_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def java_quiet(*, echo_on_error: bool = True) -> Iterator[list[str]]:
+    """Point file descriptors 1 and 2 at a temporary file for the block (a child process
+    started inside inherits them), then restore them; yields a list that gets what was
+    written. When the block raises, that text is written to stderr before the exception goes
+    on (``echo_on_error``; off where the caller reports it itself), so a real error stays
+    visible. Process-wide (file descriptors are), hence the lock; where a descriptor cannot
+    be duplicated (closed), the block runs without capture."""
+    captured: list[str] = []
+    with _quiet_lock, tempfile.TemporaryFile() as tmp:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        saved: dict[int, int] = {}
+        failed = True
+        try:
+            for fd in (1, 2):
+                try:
+                    saved[fd] = os.dup(fd)
+                except OSError:
+                    continue
+                os.dup2(tmp.fileno(), fd)
+            yield captured
+            failed = False
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            tmp.seek(0)
+            captured.append(tmp.read().decode("utf-8", "replace"))
+            if failed and echo_on_error and captured[0].strip():
+                with contextlib.suppress(Exception):
+                    sys.stderr.write(captured[0])
+                    sys.stderr.flush()
+
+
 def tokenized(captions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    """PTB-tokenized captions by id (every id kept, in order)."""
+    """PTB-tokenized captions by id (every id kept, in order); the jar's console report is
+    kept off the terminal (:func:`java_quiet`)."""
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-    out: dict[str, list[str]] = PTBTokenizer().tokenize(
-        {k: [{"caption": c} for c in v] for k, v in captions.items()}
-    )
+    with java_quiet():
+        out: dict[str, list[str]] = PTBTokenizer().tokenize(
+            {k: [{"caption": c} for c in v] for k, v in captions.items()}
+        )
     return {k: list(out.get(k, [""] * len(v))) for k, v in captions.items()}
 
 
@@ -160,12 +214,16 @@ def spice_score(
         link_corenlp(source, root / "spice" / "lib")
     from pycocoevalcap.spice.spice import Spice
 
+    captured: list[str] = []
     try:
-        score, _ = Spice().compute_score(gts, res)
+        with java_quiet(echo_on_error=False) as captured:
+            score, _ = Spice().compute_score(gts, res)
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
+        said = [ln.strip() for ln in "".join(captured).splitlines() if ln.strip()]
+        last = f"; its last line: {said[-1]}" if said else ""
         return None, (
-            f"SPICE's jar failed ({e}); SPICE 1.0 needs Java 8 (newer Java stops it with "
-            "InaccessibleObjectException)"
+            f"SPICE's jar failed ({e}{last}); SPICE 1.0 needs Java 8 (newer Java stops it "
+            "with InaccessibleObjectException)"
         )
     return float(score), None
 
