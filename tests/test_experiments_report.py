@@ -35,13 +35,9 @@ from hammr.eval.stats import bootstrap_ci
 from hammr.eval.store import RunStore
 from hammr.eval.types import RunRecord
 from hammr.experiments import load_experiment
-from hammr.experiments.report import (
+from hammr.experiments.render import (
     CSV_COLUMNS,
     LABEL_KEEP,
-    CellResult,
-    ExperimentReport,
-    build_report,
-    explain_metric,
     fit_widths,
     render_csv,
     render_html,
@@ -49,6 +45,7 @@ from hammr.experiments.report import (
     superscript,
     table_footnotes,
 )
+from hammr.experiments.report import CellResult, ExperimentReport, build_report, explain_metric
 from hammr.experiments.report_cli import report_cmd
 from hammr.experiments.shuffle import shuffle_scores, shuffled
 from hammr.experiments.state import state_path, write_record

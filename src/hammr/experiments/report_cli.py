@@ -108,13 +108,8 @@ def report_cmd(
 
     from hammr.eval.store import StoreError
     from hammr.experiments import ExperimentError, load_experiment
-    from hammr.experiments.report import (
-        ReportError,
-        build_report,
-        render_csv,
-        render_html,
-        render_rich,
-    )
+    from hammr.experiments.render import render_csv, render_html, render_rich
+    from hammr.experiments.report import ReportError, build_report
     from hammr.output_file import OutputError, output_target, write_output
 
     try:
