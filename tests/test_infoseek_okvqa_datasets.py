@@ -455,12 +455,8 @@ def test_the_avis_suite(tmp_path: Path) -> None:
     assert [(e.name, e.dataset, e.metric) for e in suite.entries] == [
         ("infoseek_unseen_question", "infoseek", "infoseek"),
         ("infoseek_unseen_entity", "infoseek", "infoseek"),
-        ("infoseek_human_unseen_question", "infoseek", "infoseek"),
-        ("infoseek_human_unseen_entity", "infoseek", "infoseek"),
         ("okvqa", "okvqa", "vqa_accuracy"),
     ]
-    human = [e for e in suite.entries if e.name.startswith("infoseek_human")]
-    assert {e.file for e in human} == {"infoseek/infoseek_human.jsonl"}
     (agg,) = suite.aggregates
     assert (agg.name, agg.function) == ("infoseek_final", "infoseek")
     assert agg.entries == ("infoseek_unseen_question", "infoseek_unseen_entity")
@@ -471,8 +467,6 @@ def test_the_avis_suite(tmp_path: Path) -> None:
         ("infoseek_unseen_question", "infoseek_val_00000003", "unseen_question"),
         ("infoseek_unseen_entity", "infoseek_val_00000001", "unseen_entity"),
         ("infoseek_unseen_entity", "infoseek_val_00000004", "unseen_entity"),
-        ("infoseek_human_unseen_question", "infoseek_human_00000002", "unseen_question"),
-        ("infoseek_human_unseen_entity", "infoseek_human_00000001", "unseen_entity"),
         ("okvqa", "420", "outside_knowledge"),
         ("okvqa", "70", "outside_knowledge"),
     ]
@@ -519,6 +513,22 @@ def test_malformed_aggregates(tmp_path: Path, aggregate: str, message: str) -> N
     toml.write_text(aggregate + BODY if aggregate.startswith("aggregate =") else BODY + aggregate)
     with pytest.raises(SuiteError, match=message):
         load_suite(toml)
+
+
+def test_the_infoseek_human_suite_is_apart_from_avis(tmp_path: Path) -> None:
+    """AVIS's Table 5 split has a suite of its own, so `--suite avis` never needs its file."""
+    suite = load_suite("infoseek-human")
+    assert [(e.name, e.dataset, e.metric, e.file) for e in suite.entries] == [
+        ("infoseek_human_unseen_question", "infoseek", "infoseek", "infoseek/infoseek_human.jsonl"),
+        ("infoseek_human_unseen_entity", "infoseek", "infoseek", "infoseek/infoseek_human.jsonl"),
+    ]
+    (agg,) = suite.aggregates
+    assert (agg.name, agg.function) == ("infoseek_human_final", "infoseek")
+    pairs = suite.samples(avis_data(tmp_path), check_images=True)
+    assert [(e.name, s.id, s.question_type) for e, s in pairs] == [
+        ("infoseek_human_unseen_question", "infoseek_human_00000002", "unseen_question"),
+        ("infoseek_human_unseen_entity", "infoseek_human_00000001", "unseen_entity"),
+    ]
 
 
 def _add(store: RunStore, run: str, entry: str, qt: str, scores: list[float]) -> None:

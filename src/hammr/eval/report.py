@@ -165,7 +165,8 @@ def _aggregate_rows(
     samples: int,
     seed: int,
 ) -> tuple[list[AggregateRow], list[str]]:
-    """One row per aggregate name of the runs' suites (first seen first) and their footnotes."""
+    """One row per aggregate name of the runs' suites (first seen first) that some run can
+    compute, and their footnotes."""
     from hammr.eval.metrics import aggregate_function
 
     per_run = [{a.name: a for a in suite_aggregates(info)} for info in infos]
@@ -183,6 +184,8 @@ def _aggregate_rows(
             parts = [by_entry[e] for e in agg.entries]
             fn = aggregate_function(agg.function, [len(p) for p in parts])
             cells.append(aggregate_cell(parts, fn, samples=samples, seed=seed))
+        if all(c is None for c in cells):
+            continue  # no run holds every entry it needs (e.g. a run of a few entries)
         rows.append(AggregateRow(name, first.function, first.entries, tuple(cells)))
         what = first.description or f"{first.function} of the entries' accuracies"
         notes.append(
