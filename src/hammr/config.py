@@ -244,12 +244,13 @@ def effective_setting(cfg: Config, key: str) -> Any:
     return value
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_settings(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys ("memory.k") for nested tables (memory = { k = 3 }), values as they are."""
     out: dict[str, Any] = {}
     for k, v in data.items():
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
-            out.update(_flatten(v, key + "."))
+            out.update(flatten_settings(v, key + "."))
         else:
             out[key] = v
     return out
@@ -298,7 +299,7 @@ class Config:
 
     def items(self) -> list[tuple[str, Any, str]]:
         """(key, value, source) for every leaf, sorted by key."""
-        flat = _flatten(self.data)
+        flat = flatten_settings(self.data)
         return [(k, flat[k], self.sources.get(k, "default")) for k in sorted(flat)]
 
 
@@ -332,7 +333,7 @@ def _validate(cfg: Config) -> None:
         if v not in choices:
             where = cfg.sources.get(key, "default")
             raise ConfigError(f"{key} = {v!r} (from {where}) is not one of: {', '.join(choices)}")
-    known = _flatten({k: v for k, v in DEFAULTS.items() if k != "tools"})
+    known = flatten_settings({k: v for k, v in DEFAULTS.items() if k != "tools"})
     for key, value, source in cfg.items():
         if key.startswith("tools."):
             _validate_tool_key(key, value, source)
@@ -419,7 +420,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         file = Path(DEFAULT_FILE)
     if file is not None:
         loaded = _read_toml(file)
-        for k, v in _flatten(loaded).items():
+        for k, v in flatten_settings(loaded).items():
             _set(data, k, v, str(file))
             sources[k] = str(file)
     for name, text in env.items():
@@ -439,7 +440,7 @@ def with_settings(cfg: Config, settings: Mapping[str, Any], source: str) -> Conf
     """A copy of ``cfg`` with dotted ``settings`` applied over it (an experiment's run
     overrides; ``source`` says where they came from), checked as a loaded file is: an
     unknown key or a bad value raises ConfigError naming the key and ``source``."""
-    known = _flatten({k: v for k, v in DEFAULTS.items() if k != "tools"})
+    known = flatten_settings({k: v for k, v in DEFAULTS.items() if k != "tools"})
     data = copy.deepcopy(cfg.data)
     sources = dict(cfg.sources)
     for key, value in settings.items():

@@ -87,14 +87,10 @@ class OracleDispatcher(RoutedDispatcher):
         ctx = ctx or ToolContext()
         inputs = dict(inputs or {})
         question_type = (ctx.task or ("", ""))[1]
-        model = self.dispatcher.llm or ctx.llm
-        trace = Trace(agent=self.name, question=question, model=getattr(model, "name", ""))
-        trace.inputs = {n: encode_value(v, trace.images) for n, v in inputs.items()}
-        step = Step(index=0, thought=f"oracle routing by question type {question_type!r}")
-        step.router = "oracle"
-        trace.steps.append(step)
         started = time.perf_counter()
-        ctx.trace_started(trace)
+        trace, step = self._start_trace(
+            question, inputs, ctx, f"oracle routing by question type {question_type!r}", "oracle"
+        )
         problem = self.problem(question_type)
         agent = self.by_type.get(question_type)
         if problem is None and agent is not None:

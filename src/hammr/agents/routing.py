@@ -410,15 +410,11 @@ class RoutedDispatcher:
             return await self.llm_dispatcher(inputs).run(question, inputs, ctx=ctx)
         assert self.router is not None
         started = time.perf_counter()
-        model = self.dispatcher.llm or ctx.llm
-        trace = Trace(agent=self.name, question=question, model=getattr(model, "name", ""))
-        trace.inputs = {n: encode_value(v, trace.images) for n, v in inputs.items()}
         # Started before routing, so a run cut short while the router embeds the labelled
         # questions still leaves a trace that says so.
-        step = Step(index=0, thought="routing by the nearest labelled questions")
-        step.router = "neighbours"
-        trace.steps.append(step)
-        ctx.trace_started(trace)
+        trace, step = self._start_trace(
+            question, inputs, ctx, "routing by the nearest labelled questions", "neighbours"
+        )
         try:
             decision = await self.router.route(question, list(inputs))
         except asyncio.CancelledError:
@@ -433,6 +429,24 @@ class RoutedDispatcher:
         if not self._settled(decision):
             return await self.llm_dispatcher(inputs).run(question, inputs, ctx=ctx)
         return await self._run_routed(question, inputs, decision, ctx, trace, started)
+
+    def _start_trace(
+        self,
+        question: str,
+        inputs: Mapping[str, Value],
+        ctx: ToolContext,
+        thought: str,
+        router: str,
+    ) -> tuple[Trace, Step]:
+        """The dispatcher's trace with its routing step, announced to ``ctx``."""
+        model = self.dispatcher.llm or ctx.llm
+        trace = Trace(agent=self.name, question=question, model=getattr(model, "name", ""))
+        trace.inputs = {n: encode_value(v, trace.images) for n, v in inputs.items()}
+        step = Step(index=0, thought=thought)
+        step.router = router
+        trace.steps.append(step)
+        ctx.trace_started(trace)
+        return trace, step
 
     async def _run_routed(
         self,

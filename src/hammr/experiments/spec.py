@@ -80,6 +80,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hammr.config import flatten_settings
+
 PAPERS = ("hammr", "avis", "mulprog", "muse")
 MEMORY_COMMANDS = ("build", "reflect", "insights")
 SPLITS = ("exploration", "evaluation")
@@ -280,7 +282,7 @@ class _Reader:
 
     def settings(self, key: str = "settings") -> dict[str, Any]:
         value = self.get(key, dict, {})
-        flat = _flatten(value)
+        flat = flatten_settings(value)
         return flat
 
     def finish(self) -> None:
@@ -293,18 +295,6 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
     names = {str: "a string", int: "a whole number", float: "a number", list: "a list",
              dict: "a table", bool: "true or false"}  # fmt: skip
     return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted keys, whether written as ``"memory.k" = 3`` or as ``memory = { k = 3 }``."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, dotted + "."))
-        else:
-            out[dotted] = value
-    return out
 
 
 def _unique(where: str, kind: str, names: list[str]) -> None:
