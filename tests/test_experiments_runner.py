@@ -286,7 +286,25 @@ def test_show_list_and_bad_options(server: FakeServer, tmp_path: Path) -> None:
     assert code == 2 and "--data-dir is required" in err
     code, _, err = invoke(["experiment", "run", "no-such-experiment", "--demo"], env)
     assert code == 2 and "no experiment 'no-such-experiment'" in err
+    store = tmp_path / "deep" / "runs.sqlite"
+    code, _, err = invoke([*run_args(path, data, store), "--prefix", "../../x/"], env)
+    assert code == 2 and "the prefix '../../x/' may hold only letters" in err
+    assert not store.exists() and not (tmp_path / "x").exists()
     assert chats(server) == 0
+
+
+def test_show_refuses_a_store_that_is_not_one_and_leaves_it_unchanged(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    path, _ = write_experiment(tmp_path)
+    env = env_for(server, tmp_path)
+    for body in (b"", b"not a database at all" * 100):
+        store = tmp_path / "s.db"
+        store.write_bytes(body)
+        code, out, err = invoke(["experiment", "show", str(path), "--store", str(store)], env)
+        assert code == 2 and err.startswith("hammr: error: ") and len(err.splitlines()) == 1
+        assert str(store) in err and out == ""
+        assert store.read_bytes() == body
 
 
 def test_bundled_experiments_resolve() -> None:

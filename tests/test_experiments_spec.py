@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from hammr.experiments import ExperimentError, load_experiment
-from hammr.experiments.spec import MemoryStep, Run, read_experiment, stored_run_name
+from hammr.experiments.spec import (
+    MemoryStep,
+    Run,
+    check_prefix,
+    read_experiment,
+    stored_run_name,
+)
 
 GOOD = """\
 name = "tiny"
@@ -119,6 +125,46 @@ def test_the_name_must_be_the_stem_and_toml_must_parse(tmp_path: Path) -> None:
         read_experiment(write(tmp_path, GOOD + "\n[[run]\n"))
     with pytest.raises(ExperimentError, match="no such experiment file"):
         read_experiment(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "part"),
+    [
+        ('name = "tiny"', 'name = "../../tiny"', "tiny.toml: name '../../tiny'"),
+        ('name = "bank"', 'name = "a/b"', "[[memory]] #1: name 'a/b'"),
+        ('name = "explore"', 'name = ".."', "[[run]] #2: name '..'"),
+        ('name = "explore"', 'name = "x\\u001b]0;t\\u0007"', "[[run]] #2: name 'x\\x1b]0;t\\x07'"),
+    ],
+)  # fmt: skip
+def test_a_name_that_would_reach_outside_the_store_folder_is_refused(
+    tmp_path: Path, old: str, new: str, part: str
+) -> None:
+    """Names become stored run names and files beside the store (``<store>.experiments/``):
+    a slash, ``..`` or a control character is refused where it is read."""
+    with pytest.raises(ExperimentError) as caught:
+        read_experiment(write(tmp_path, GOOD.replace(old, new, 1)))
+    assert part in str(caught.value) and "may hold only letters, digits" in str(caught.value)
+
+
+def test_prefixes_that_name_a_path_are_refused_and_plain_ones_kept() -> None:
+    for bad in ("../../x/", "a/b", "..", "a b", "x\x1b[2J"):
+        with pytest.raises(ExperimentError, match=r"--prefix .* may hold only"):
+            check_prefix(bad)
+    for good in ("", "qwen72b.", "run-2_a+b=c@d"):
+        assert check_prefix(good) == good
+
+
+def test_a_file_in_another_encoding_names_the_encoding_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.toml"
+    path.write_bytes(GOOD.encode("utf-16"))
+    with pytest.raises(ExperimentError) as caught:
+        read_experiment(path)
+    assert str(caught.value) == (
+        f"{path}: not UTF-8 text (UTF-16, byte 0xff on line 1); TOML files must be UTF-8, "
+        "so save it as UTF-8"
+    )
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    assert read_experiment(path).name == "tiny"
 
 
 def test_stored_names_keep_prefixes_and_demo_runs_apart() -> None:

@@ -11,7 +11,6 @@ Where a value comes from, in order of precedence:
 
 from __future__ import annotations
 
-import codecs
 import copy
 import math
 import os
@@ -23,6 +22,7 @@ from typing import Any
 
 from hammr.backends.pool import parse_base_urls
 from hammr.paper_settings import faithfulness
+from hammr.toml_file import TomlFileError, read_toml
 
 ENV_PREFIX = "HAMMR_"
 DEFAULT_FILE = "hammr.toml"
@@ -382,24 +382,11 @@ def _validate_tool_key(key: str, value: Any, source: str) -> None:
 
 def _read_toml(file: Path) -> dict[str, Any]:
     try:
-        raw = file.read_bytes()
+        return read_toml(file)
     except OSError as e:
         raise ConfigError(f"cannot read the config file {file}: {e.strerror or e}") from None
-    # Windows editors (Notepad) save UTF-8 with a byte-order mark, which TOML does not allow;
-    # it carries no meaning, so drop it rather than fail at "line 1, column 1".
-    raw = raw.removeprefix(codecs.BOM_UTF8)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{file}: not UTF-8 text (byte 0x{raw[e.start]:02x} on line {line}); "
-            "TOML files must be UTF-8, so save it as UTF-8"
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{file}: not valid TOML ({e})") from None
+    except TomlFileError as e:
+        raise ConfigError(str(e)) from None
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:

@@ -18,12 +18,12 @@ time, and users add or override agents by dropping a file in ``[agents] dir``::
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from hammr.toml_file import TomlFileError, read_toml
 from hammr.tools.base import ParamKind
 
 Role = Literal["specialist", "dispatcher"]
@@ -132,11 +132,11 @@ def spec_from_dict(data: Mapping[str, Any], source: Path | None = None) -> Agent
 
 def load_spec(path: Path) -> AgentSpec:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        data = read_toml(path)
     except OSError as e:
         raise SpecError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: not valid TOML: {e}") from None
+    except TomlFileError as e:
+        raise SpecError(str(e)) from None
     return spec_from_dict(data, path)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hammr.agents.spec import SpecError
+from hammr.toml_file import TomlFileError, read_toml
 
 START = "START"
 Phase = Literal["visual", "knowledge"]
@@ -171,13 +172,13 @@ def load_graph(path: str | Path, tools: Iterable[str] | None = None) -> Transiti
     actions may call (None: any name accepted). GraphError for any mistake."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))
+        data = read_toml(p)
     except FileNotFoundError:
         raise GraphError(f"{p}: no such graph file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise GraphError(f"{p}: cannot read the graph file ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise GraphError(f"{p}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise GraphError(f"{p}: cannot read the graph file ({e.strerror or e})") from None
+    except TomlFileError as e:
+        raise GraphError(str(e)) from None
     return parse_graph(data, str(p), tools)
 
 

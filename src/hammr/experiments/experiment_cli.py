@@ -13,7 +13,7 @@ import click
 
 from hammr.cli_common import config_option, fail, store_option
 from hammr.eval.executors import EXECUTORS
-from hammr.experiments.report_cli import report_cmd
+from hammr.experiments.report_cli import prefix_option, report_cmd
 from hammr.terminal_text import safe_line
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def _value(value: Any) -> str:
 @experiment.command("show")
 @click.argument("name_or_file")
 @click.option("--demo", is_flag=True, help="Show the runs as --demo would make them.")
-@click.option("--prefix", default="", help="The prefix of the stored run names.")
+@prefix_option("The prefix of the stored run names.")
 @store_option
 def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None) -> None:
     """An experiment's runs in order (with their settings), memory steps, tables with the
@@ -168,8 +168,10 @@ def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> 
     try:
         with RunStore(where, create=False) as store:
             return dict(step_states(store, e, prefix=prefix, demo=demo))
-    except (StoreError, OSError):
-        return {}
+    except StoreError as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"cannot read the run store {where}: {err.strerror or err}")
 
 
 @experiment.command("run", epilog=EPILOG_EXPERIMENT)
@@ -191,11 +193,9 @@ def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> 
     type=click.IntRange(min=1),
     help="At most this many questions per suite entry (default: the file's [data] limit).",
 )
-@click.option(
-    "--prefix",
-    default="",
-    help="Put before every stored run's name (e.g. 'qwen72b.'): keeps the runs of one model "
-    "or dataset apart from another's.",
+@prefix_option(
+    "Put before every stored run's name (e.g. 'qwen72b.'): keeps the runs of one model or "
+    "dataset apart from another's."
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the --limit subset.")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True)

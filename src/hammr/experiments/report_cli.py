@@ -6,7 +6,9 @@ Everything is read from the run store (:mod:`hammr.experiments.report`); nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -40,13 +42,26 @@ def _labels(values: tuple[str, ...]) -> dict[str, Path]:
     return out
 
 
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def prefix_option(help_text: str) -> Callable[[FC], FC]:
+    """``--prefix``, refused in one line where it could not start a stored run's name."""
+
+    def checked(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        from hammr.experiments.spec import name_problem
+
+        problem = name_problem(value, "the prefix", empty_ok=True)
+        if problem:
+            raise click.BadParameter(problem)
+        return value
+
+    return click.option("--prefix", default="", callback=checked, help=help_text)
+
+
 @click.command("report", epilog=EPILOG_REPORT)
 @click.argument("experiment")
-@click.option(
-    "--prefix",
-    default="",
-    help="The prefix the experiment's runs were stored with (`experiment run --prefix`).",
-)
+@prefix_option("The prefix the experiment's runs were stored with (`experiment run --prefix`).")
 @click.option("--demo", is_flag=True, help="Report the runs made on the bundled demo data.")
 @store_option
 @click.option(

@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hammr.experiments.spec import Experiment, ExperimentError, MemoryStep, Run, stored_run_name
+from hammr.experiments.spec import (
+    Experiment,
+    ExperimentError,
+    MemoryStep,
+    Run,
+    check_prefix,
+    stored_run_name,
+)
 from hammr.experiments.state import (
     StepState,
     fingerprint,
@@ -363,6 +370,7 @@ def run_experiment(
     except ConfigError as e:
         raise RunnerError(str(e)) from None
     try:
+        check_prefix(options.prefix)
         validate(experiment, agent_dir=str(base.get("agent.dir") or ""))
     except ExperimentError as e:
         raise RunnerError(str(e)) from None

@@ -74,13 +74,14 @@ paper's numbers); :mod:`hammr.experiments.validate` checks what it names against
 
 from __future__ import annotations
 
-import tomllib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hammr.config import flatten_settings
+from hammr.toml_file import TomlFileError, read_toml
 
 PAPERS = ("hammr", "avis", "mulprog", "muse")
 MEMORY_COMMANDS = ("build", "reflect", "insights")
@@ -274,6 +275,14 @@ class _Reader:
             raise self.fail(f"{key} is missing")
         return value
 
+    def name(self) -> str:
+        """The part's ``name``, which names stored runs and files: plain characters only."""
+        value: str = self.need("name", str)
+        problem = name_problem(value, "name")
+        if problem:
+            raise self.fail(problem)
+        return value
+
     def names(self, key: str) -> tuple[str, ...]:
         value = self.get(key, list, [])
         if not all(isinstance(v, str) and v for v in value):
@@ -309,7 +318,7 @@ def parse_experiment(data: Mapping[str, Any], where: str, path: Path | None = No
     """The experiment in ``data`` (a parsed TOML document); ExperimentError naming ``where``
     and the part for anything malformed or any reference that does not resolve within it."""
     top = _Reader(where, dict(data))
-    name = top.need("name", str)
+    name = top.name()
     paper = top.need("paper", str)
     if paper not in PAPERS:
         raise top.fail(f"paper {paper!r} is not one of {', '.join(PAPERS)}")
@@ -374,7 +383,7 @@ def _read_data(r: _Reader) -> DataSpec:
 
 
 def _read_run(r: _Reader, shared: Mapping[str, Any], data: DataSpec) -> Run:
-    name = r.need("name", str)
+    name = r.name()
     r.where = f"{r.where.rsplit(' #', 1)[0]} {name!r}"
     suite = r.get("suite", str) or data.suite
     if not suite:
@@ -401,7 +410,7 @@ def _read_run(r: _Reader, shared: Mapping[str, Any], data: DataSpec) -> Run:
 
 
 def _read_memory(r: _Reader) -> MemoryStep:
-    name = r.need("name", str)
+    name = r.name()
     r.where = f"{r.where.rsplit(' #', 1)[0]} {name!r}"
     command = r.need("command", str)
     if command not in MEMORY_COMMANDS:
@@ -412,7 +421,7 @@ def _read_memory(r: _Reader) -> MemoryStep:
 
 
 def _read_table(r: _Reader, source: str) -> Table:
-    name = r.need("name", str)
+    name = r.name()
     r.where = f"{r.where.rsplit(' #', 1)[0]} {name!r}"
     columns = []
     for i, c in enumerate(r.need("columns", list)):
@@ -464,7 +473,7 @@ def _read_table(r: _Reader, source: str) -> Table:
 
 
 def _read_figure(r: _Reader, source: str) -> Figure:
-    name = r.need("name", str)
+    name = r.name()
     r.where = f"{r.where.rsplit(' #', 1)[0]} {name!r}"
     kind = r.need("kind", str)
     if kind not in FIGURE_KINDS:
@@ -531,21 +540,44 @@ def read_experiment(path: Path) -> Experiment:
     """The experiment in the TOML file ``path`` (ExperimentError, one line, naming the file)."""
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        data = read_toml(path)
     except FileNotFoundError:
         raise ExperimentError(f"{where}: no such experiment file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExperimentError(f"{where}: cannot read it: {e}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ExperimentError(f"{where}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ExperimentError(f"{where}: cannot read it: {e.strerror or e}") from None
+    except TomlFileError as e:
+        raise ExperimentError(str(e)) from None
     experiment = parse_experiment(data, where, path)
     if path.stem != experiment.name:
         raise ExperimentError(
             f"{where}: name {experiment.name!r} must be the file's stem ({path.stem!r})"
         )
     return experiment
+
+
+_NAME_CHARS = re.compile(r"[A-Za-z0-9._+=@-]*")
+
+
+def name_problem(text: str, what: str, *, empty_ok: bool = False) -> str | None:
+    """Why ``text`` cannot be part of a stored run's name or of a file name beside the store
+    (an experiment's, run's or memory's name, a ``--prefix``), or None: only letters, digits
+    and ``. _ + = @ -``, so no name reaches outside ``<store>.experiments/`` or a terminal."""
+    if not text and not empty_ok:
+        return f"{what} is empty"
+    if not _NAME_CHARS.fullmatch(text) or text in (".", ".."):
+        return (
+            f"{what} {text!r} may hold only letters, digits and . _ + = @ - "
+            "(it names stored runs and files)"
+        )
+    return None
+
+
+def check_prefix(prefix: str) -> str:
+    """``prefix`` when it can start stored run names; ExperimentError saying why not."""
+    problem = name_problem(prefix, "--prefix", empty_ok=True)
+    if problem:
+        raise ExperimentError(problem)
+    return prefix
 
 
 def stored_run_name(experiment: str, run: str, *, prefix: str = "", demo: bool = False) -> str:

@@ -45,7 +45,6 @@ MuSEAgent's 1:1 split of every entry (:mod:`hammr.eval.splits`) before the limit
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,6 +60,7 @@ from hammr.eval.datasets import (
 )
 from hammr.eval.splits import split_then_limit
 from hammr.eval.types import Sample
+from hammr.toml_file import TomlFileError, read_toml
 
 __all__ = [
     "AGGREGATES",
@@ -369,9 +369,11 @@ def load_suite(name_or_path: str | Path) -> Suite:
                 "(or give the path of a .toml file)"
             )
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise SuiteError(f"suite file {path} is not valid TOML: {e}") from e
+        raw = read_toml(path)
+    except OSError as e:
+        raise SuiteError(f"cannot read the suite file {path}: {e.strerror or e}") from None
+    except TomlFileError as e:
+        raise SuiteError(f"suite file {e}") from None
     where = f"suite file {path}"
     entries_raw = raw.get("entry")
     if not isinstance(entries_raw, list) or not entries_raw:
