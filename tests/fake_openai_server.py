@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fake_http_server import LocalServer, QuietHandler
+from patience import HANG_S
 
 
 @dataclass
@@ -97,8 +98,10 @@ class FakeServer(LocalServer):
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
 
-def served_env(server: FakeServer, *, timeout_s: float = 5, **extra: str) -> dict[str, str]:
-    """Environment variables pointing hammr at ``server`` (no response cache, one retry)."""
+def served_env(server: FakeServer, *, timeout_s: float = HANG_S, **extra: str) -> dict[str, str]:
+    """Environment variables pointing hammr at ``server`` (no response cache, one retry). The
+    client's timeout is a safety net against a hang (``patience.HANG_S``), not a deadline: a
+    loaded machine may take seconds to answer even a scripted reply."""
     return {
         "HAMMR_LLM__BACKEND": "openai",
         "HAMMR_LLM__BASE_URL": server.url,

@@ -529,7 +529,7 @@ async def test_cached_runs_on_other_images_of_the_same_size_are_not_confused(
 
 def test_ask_with_vision_on_sends_the_image_and_the_crop(server: FakeServer) -> None:
     play(server, "[Thought]: crop\n[Act]: c = CropImage(image, [[0, 0, 40, 30]])", FINISH)
-    env = served_env(server, timeout_s=2, HAMMR_LLM__VISION="on")
+    env = served_env(server, HAMMR_LLM__VISION="on")
     r = CliRunner().invoke(
         main, ["ask", str(EXAMPLES / "plate.png"), "What colour?", "--agent", "naive"], env=env
     )

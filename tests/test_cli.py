@@ -23,7 +23,7 @@ def server() -> Iterator[FakeServer]:
 
 
 def env_for(server: FakeServer) -> dict[str, str]:
-    return served_env(server, timeout_s=2)
+    return served_env(server)
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -252,7 +252,7 @@ def test_a_system_told_no_text_does_not_blame_the_format_with_scripted_server(
     server.responder = lambda seen: Reply(body=null_content())
     image = tmp_path / "x.png"
     PILImage.new("RGB", (32, 32)).save(image)
-    env = {"HAMMR_CONFIG": "", **served_env(server, timeout_s=2)}
+    env = {"HAMMR_CONFIG": "", **served_env(server)}
     r = invoke(["ask", str(image), "What is it?", "--system", "mulprog-direct"], env)
     assert "returned no text" in r.stderr, r.output
     assert "no 'Answer:' line" not in r.output
@@ -265,7 +265,7 @@ def test_route_with_a_failing_llm_fails_in_one_line_with_scripted_server(
     server: FakeServer,
 ) -> None:
     server.responder = lambda seen: Reply(status=500, body={"error": {"message": "boom"}})
-    env = {"HAMMR_CONFIG": "", **served_env(server, timeout_s=2)}
+    env = {"HAMMR_CONFIG": "", **served_env(server)}
     r = invoke(["route", "Who designed this bridge?", "--router", "llm"], env)
     assert r.exit_code == 2, r.output
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("hammr: error: "), r.stderr

@@ -145,7 +145,7 @@ def server() -> Iterator[FakeServer]:
 def test_scripted_eval_split_runs_one_half_and_records_it(
     server: FakeServer, tmp_path: Path
 ) -> None:
-    env = served_env(server, timeout_s=20, HAMMR_CONFIG="", XDG_CACHE_HOME=str(tmp_path / "c"))
+    env = served_env(server, HAMMR_CONFIG="", XDG_CACHE_HOME=str(tmp_path / "c"))
     store = tmp_path / "runs.sqlite"
     base = ["eval", "--suite", "muse-demo", "--data-dir", str(DEMO), "--store", str(store)]
     base += ["--system", "naive", "--no-progress"]

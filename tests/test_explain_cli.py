@@ -453,9 +453,7 @@ def test_the_mevqa_suite_runs_under_eval_mulprog_and_explain_reads_its_explanati
     server = FakeServer()
     server.responder = program_reply
     try:
-        env = served_env(
-            server, timeout_s=20, HAMMR_CONFIG="", XDG_CACHE_HOME=str(tmp_path / "cache")
-        )
+        env = served_env(server, HAMMR_CONFIG="", XDG_CACHE_HOME=str(tmp_path / "cache"))
         store = tmp_path / "runs.sqlite"
         code, stdout, stderr = invoke(
             ["eval", "--suite", "mevqa", "--data-dir", str(data), "--system", "mulprog",

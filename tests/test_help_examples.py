@@ -271,6 +271,9 @@ def offline_kind(example: Example) -> str | None:
         return "stored" if given.get("runs") == ["explore"] else None
     if parsed.path == ("memory", "show"):
         return "stored"
+    if parsed.path in (("experiment", "list"), ("experiment", "show"), ("experiment", "report")):
+        bundled = given.get("name_or_file", given.get("experiment", [""]))[0]
+        return "stored" if "labels" not in given and not bundled.endswith(".toml") else None
     if parsed.path == ("memory", "search") and "image_paths" not in given:
         viewpoints = [v for vs in given.get("viewpoints", []) for v in vs.split(",")]
         return None if any(needs_images(v) for v in viewpoints) else "stored"
@@ -318,7 +321,8 @@ def bank(cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_runnable_examples_include_each_kind() -> None:
     kinds = {(e.owner, offline_kind(e)) for e in EXAMPLES}
     assert {(("ask",), "served"), (("route",), "plain"), (("systems",), "plain"),
-            (("memory", "show"), "stored"), (("memory", "build"), "stored")} <= kinds  # fmt: skip
+            (("memory", "show"), "stored"), (("memory", "build"), "stored"),
+            (("experiment",), "stored"), (("experiment", "report"), "stored")} <= kinds  # fmt: skip
 
 
 def assert_it_ran(example: Example, args: list[str], result: Result) -> None:

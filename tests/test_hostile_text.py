@@ -79,7 +79,7 @@ def test_ask_show_prints_the_model_text_without_its_escapes_with_scripted_server
     server.script = [Reply(body=ok_body(reply))]
     r = run(
         ["ask", str(EXAMPLES / "plate.png"), "How many?", "--agent", "naive", "--show"],
-        served_env(server, timeout_s=2),
+        served_env(server),
     )
     assert r.exit_code == 0, r.stderr
     assert clean(r.stdout) and clean(r.stderr), repr(r.stdout)
@@ -105,7 +105,7 @@ def test_ask_on_a_terminal_shows_markup_in_a_model_action_as_text_with_scripted_
     # model's action was markup: rich raised on it and the run ended in a traceback
     act = '[Thought]: t\n[Act]: c = CropImage(image, [0, 0, 5, 5], "[/]")'
     server.script = [Reply(body=ok_body(act)), Reply(body=ok_body("[Thought]: t\n[Finish]: 5"))]
-    env = {**os.environ, "HAMMR_CONFIG": "", **served_env(server, timeout_s=5)}
+    env = {**os.environ, "HAMMR_CONFIG": "", **served_env(server)}
     cmd = [sys.executable, "-m", "hammr.cli", "ask", str(EXAMPLES / "plate.png"), "How big?"]
     terminal, stderr = pty.openpty()
     seen: list[bytes] = []
