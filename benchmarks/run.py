@@ -15,6 +15,7 @@
 .venv/bin/python benchmarks/run.py avis       # (l) AVIS vs autonomous: prompts and calls, ~1 min
 .venv/bin/python benchmarks/run.py memory     # (m) experience bank search 10k-1M, ~15 min
 .venv/bin/python benchmarks/run.py prefix     # (n) prefix reuse on a llama.cpp server, ~30 min
+.venv/bin/python benchmarks/run.py threads    # (o) embedded model by threads, quiet/busy, ~5 min
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rich.table import Table
 
 import agent_prompts
 import avis_planner
+import embedded_threads
 import eval_throughput
 import explanation_shuffle
 import grammar_wellformed
@@ -65,6 +67,7 @@ def main(argv: list[str]) -> None:
         "avis",
         "memory",
         "prefix",
+        "threads",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -249,6 +252,17 @@ def main(argv: list[str]) -> None:
                 "(n') per conversation that loops: does each later prompt extend the previous?",
                 prefix_reuse.CONVERSATION_COLUMNS,
                 conversations,
+            )
+        )
+
+    if "threads" in which:
+        rows = embedded_threads.run()
+        console.print(
+            table(
+                "(o) the embedded model (SmolLM2, llama.cpp) by CPU threads, beside busy "
+                "programs: median seconds per call (700-token prompt, 48 tokens)",
+                embedded_threads.COLUMNS,
+                rows,
             )
         )
 

@@ -82,7 +82,7 @@ def _server(**kw: Any) -> LocalLlamaServer:
 @pytest.fixture(scope="session")
 def real_llm_server() -> Iterator[LocalLlamaServer]:
     """llama.cpp's server for chat and completion requests, shared by the session."""
-    with _server(n_parallel=2, per_slot_ctx=4096, n_threads=2) as server:
+    with _server(n_parallel=2, per_slot_ctx=4096) as server:
         yield server
 
 

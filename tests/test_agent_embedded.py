@@ -28,7 +28,7 @@ async def test_smollm2_runs_agent_steps_under_the_grammar(
     image, meta = plate
     tools = builtin_tools()
     agent = general_agent(tools, max_steps=3)
-    llm = EmbeddedLLM(n_ctx=4096, n_threads=2)
+    llm = EmbeddedLLM(n_ctx=4096)
     ctx = ToolContext(backends=default_backends(), llm=llm)
     result = await agent.run(meta["question"], {"image": image}, ctx=ctx)
     trace = result.trace

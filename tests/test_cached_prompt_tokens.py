@@ -50,7 +50,7 @@ def test_cached_prompt_tokens_round_trip_and_old_traces_load() -> None:
 async def test_the_embedded_model_reports_cached_prompt_tokens() -> None:
     from hammr.backends.llm.embedded import EmbeddedLLM
 
-    llm = EmbeddedLLM(n_ctx=4096, n_threads=2)
+    llm = EmbeddedLLM(n_ctx=4096)
     system = Message("system", "You are a patient assistant for cached tokens. " * 10)
     first = await llm.complete(LLMRequest((system, Message("user", "One.")), max_tokens=2))
     second = await llm.complete(LLMRequest((system, Message("user", "Two.")), max_tokens=2))

@@ -190,3 +190,22 @@ def test_config_show_lists_unset_tool_settings(tmp_path: Path) -> None:
             tools.setdefault(key.split(".")[1], {})["backend"] = shown.split("'")[1]
     tools["caption"]["backend"] = "none"  # a vlm backend needs a served model to build
     build_backends(tools)
+
+
+def test_the_embedded_model_computes_on_one_thread_unless_told() -> None:
+    """llama.cpp's threads meet, spinning, after every operation: beside any busy program a
+    second thread slows every reply by orders of magnitude (benchmarks/embedded_threads.py),
+    so the default is one thread; 0 asks for llama.cpp's count of physical cores."""
+    from hammr.backends.llm.embedded import EmbeddedLLM
+    from hammr.factory import build_llm
+
+    def threads(env: dict[str, str]) -> tuple[int, int]:
+        llm = build_llm(load_config(None, env={"HAMMR_CONFIG": "", **env}), cache=False)
+        assert isinstance(llm, EmbeddedLLM)  # built, not loaded: nothing runs here
+        return llm.n_threads, llm.n_threads_batch
+
+    assert threads({}) == (1, 1)
+    assert threads({"HAMMR_LLM__THREADS": "0"}) == (-1, -1)
+    assert threads({"HAMMR_LLM__THREADS": "3"}) == (3, 3)
+    with pytest.raises(ConfigError, match=r"llm\.threads"):
+        load_config(None, env={"HAMMR_CONFIG": "", "HAMMR_LLM__THREADS": "-2"})

@@ -85,7 +85,7 @@ async def test_a_rambling_model_is_never_cut_under_the_step_grammar() -> None:
     under the step grammar ends by the grammar, not at max_tokens."""
     from hammr.backends.llm.embedded import EmbeddedLLM
 
-    llm = EmbeddedLLM(n_ctx=4096, n_threads=2)
+    llm = EmbeddedLLM(n_ctx=4096)
     image = Image.open(EXAMPLES / "demo" / "menu.png")
     grammar = step_grammar(builtin_tools(), {"image": image}, max_tokens=64)
     prompt = (

@@ -99,7 +99,7 @@ def test_finish_only_grammar() -> None:
 async def test_llama_cpp_accepts_the_grammar(tools: list[Tool]) -> None:
     from hammr.backends.llm.embedded import EmbeddedLLM
 
-    llm = EmbeddedLLM(n_ctx=2048, n_threads=2)
+    llm = EmbeddedLLM(n_ctx=2048)
     for variables in (VARIABLES, {"image": _img()}):
         for finish_only in (False, True):
             g = step_grammar(tools, variables, finish_only=finish_only)

@@ -24,7 +24,7 @@ ACT_RE = re.compile(r"\[Act\]: (Foo|Bar)\([a-z]{1,6}\)")
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[EmbeddedLLM]:
-    model = EmbeddedLLM(n_ctx=2048, n_threads=2)
+    model = EmbeddedLLM(n_ctx=2048)
     model.load()
     yield model
 
@@ -32,7 +32,7 @@ def llm() -> Iterator[EmbeddedLLM]:
 @pytest.fixture(scope="module")
 def completion_llm(llm: EmbeddedLLM) -> EmbeddedLLM:
     # same (path, n_ctx, threads) -> shares the already loaded server
-    return EmbeddedLLM(n_ctx=2048, n_threads=2, mode="completion")
+    return EmbeddedLLM(n_ctx=2048, mode="completion")
 
 
 def req(prompt: str, **kwargs: object) -> LLMRequest:

@@ -45,7 +45,7 @@ GRAMMAR = 'root ::= "[Act]: " ("Foo" | "Bar") "(" [a-z]{1,6} ")"'
 def base_url(request: pytest.FixtureRequest) -> str:
     """The /v1 URL of each real llama.cpp server in turn."""
     if request.param == "in-process":
-        url = EmbeddedLLM(n_ctx=4096, n_threads=2).server_url
+        url = EmbeddedLLM(n_ctx=4096).server_url
     else:
         server: LocalLlamaServer = request.getfixturevalue("real_llm_server")
         url = server.base_url

@@ -59,6 +59,11 @@ DEFAULTS: dict[str, Any] = {
         "max_image_pixels": 1_003_520,
         "model_path": "",
         "n_ctx": 8192,
+        # the embedded model's CPU threads (0: one per physical core). llama.cpp's threads
+        # wait for each other, spinning, after every operation: with more threads than idle
+        # cores (any other busy program) a reply slows a hundredfold, so one by default
+        # (benchmarks/embedded_threads.py); raise it on a machine with cores to spare
+        "threads": 1,
         "cache": True,
         "cache_path": "",
     },
@@ -173,6 +178,7 @@ _LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
     "llm.temperature": (lambda v: v >= 0, "0 or more"),
     "llm.max_tokens": (lambda v: v >= 1, "at least 1"),
     "llm.n_ctx": (lambda v: v >= 1, "at least 1 (tokens of context)"),
+    "llm.threads": (lambda v: v >= 0, "0 (one per physical core) or more"),
     "llm.max_images": (lambda v: v >= 1, "at least 1 (images in one conversation)"),
     "llm.max_image_pixels": (lambda v: v >= 1, "at least 1 (pixels of one image)"),
     "agent.max_steps": (lambda v: v >= 1, "at least 1"),

@@ -26,7 +26,12 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
     if s["backend"] == "embedded":
         from hammr.backends.llm.embedded import EmbeddedLLM
 
-        llm = EmbeddedLLM(model_path=s["model_path"] or None, n_ctx=int(s["n_ctx"]), mode=s["mode"])
+        llm = EmbeddedLLM(
+            model_path=s["model_path"] or None,
+            n_ctx=int(s["n_ctx"]),
+            n_threads=int(s["threads"]),
+            mode=s["mode"],
+        )
     else:
         from hammr.backends.llm.openai_compat import OpenAICompatLLM
         from hammr.backends.pool import parse_base_urls

@@ -102,11 +102,15 @@ class _Loaded:
         return lock
 
 
-_registry: dict[tuple[str, int, int], _Loaded] = {}
+_registry: dict[tuple[str, int, Threads], _Loaded] = {}
 _registry_lock = threading.Lock()
 
 
-def _load(path: Path, n_ctx: int, n_threads: int, verbose: bool) -> _Loaded:
+Threads = tuple[int, int]
+"""llama.cpp threads (generating, evaluating a prompt); -1: its count of physical cores."""
+
+
+def _load(path: Path, n_ctx: int, threads: Threads, verbose: bool) -> _Loaded:
     try:
         import xllamacpp
     except ImportError as e:
@@ -124,8 +128,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, verbose: bool) -> _Loaded:
     # each (return_progress), so a cancelled call also stops between batches of a long
     # prompt (~1 s apart here) rather than after all of it; 512 = n_ubatch costs ~1%.
     params.n_batch = PROMPT_BATCH
-    params.cpuparams.n_threads = n_threads
-    params.cpuparams_batch.n_threads = n_threads
+    params.cpuparams.n_threads, params.cpuparams_batch.n_threads = threads
     # No busy-wait between ops: on a shared/busy CPU polling threads slow each other 3-5x.
     params.cpuparams.poll = 0
     params.cpuparams_batch.poll = 0
@@ -140,13 +143,13 @@ def _load(path: Path, n_ctx: int, n_threads: int, verbose: bool) -> _Loaded:
     return _Loaded(server)
 
 
-def loaded_model(path: Path, n_ctx: int, n_threads: int, verbose: bool = False) -> _Loaded:
+def loaded_model(path: Path, n_ctx: int, threads: Threads, verbose: bool = False) -> _Loaded:
     """The shared server for these settings, loading it on first use (thread-safe)."""
-    key = (str(path.resolve()), n_ctx, n_threads)
+    key = (str(path.resolve()), n_ctx, threads)
     with _registry_lock:
         loaded = _registry.get(key)
         if loaded is None:
-            loaded = _registry[key] = _load(path, n_ctx, n_threads, verbose)
+            loaded = _registry[key] = _load(path, n_ctx, threads, verbose)
         return loaded
 
 
@@ -199,7 +202,8 @@ class EmbeddedLLM:
         self,
         model_path: str | Path | None = None,
         n_ctx: int = 8192,
-        n_threads: int | None = None,
+        n_threads: int = 1,
+        n_threads_batch: int | None = None,
         mode: Mode = "chat",
         verbose: bool = False,
         seed: int = 0,
@@ -208,7 +212,11 @@ class EmbeddedLLM:
             raise ValueError(f"mode must be 'chat' or 'completion', not {mode!r}")
         self._model_path = Path(model_path) if model_path is not None else None
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or -1  # -1: llama.cpp picks (its count of physical cores)
+        # threads generating and evaluating a prompt; 0: llama.cpp's count of physical cores.
+        # One by default: llama.cpp's threads meet, spinning, after every operation, so with
+        # more threads than idle cores a reply slows a hundredfold (benchmarks/embedded_threads)
+        self.n_threads = n_threads if n_threads > 0 else -1
+        self.n_threads_batch = self.n_threads if n_threads_batch is None else n_threads_batch or -1
         self.mode: Mode = mode
         self.verbose = verbose
         self.seed = seed
@@ -239,7 +247,8 @@ class EmbeddedLLM:
     def load(self) -> None:
         """Load (or attach to the already loaded) model now instead of on the first call."""
         if self._loaded is None:
-            self._loaded = loaded_model(self.model_path, self.n_ctx, self.n_threads, self.verbose)
+            threads = (self.n_threads, self.n_threads_batch)
+            self._loaded = loaded_model(self.model_path, self.n_ctx, threads, self.verbose)
 
     @property
     def server_url(self) -> str:

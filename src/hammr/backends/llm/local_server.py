@@ -59,8 +59,10 @@ class LocalLlamaServer:
     - ``n_parallel``: slots, i.e. requests worked on at once; ``per_slot_ctx``: each slot's
       context in tokens (the server's ``n_ctx`` is their product).
     - ``embedding``: serve ``/v1/embeddings`` with mean pooling instead of generating text.
-    - ``n_threads``: CPU threads for generation and prompt evaluation (None: llama.cpp's
-      choice, its count of physical cores).
+    - ``n_threads``: CPU threads for generation and prompt evaluation; 1 by default, as
+      the embedded model's (llama.cpp's threads meet, spinning, after every operation, so
+      more threads than idle cores slow every reply a hundredfold); None: llama.cpp's
+      choice, its count of physical cores.
     - ``port``: 0 lets the server take a free port (read it from :attr:`port` once started).
     - ``alias``: the model name ``/v1/models`` reports (None: the file's path).
     - ``startup_timeout_s``: how long :meth:`start` waits for the server to answer.
@@ -77,7 +79,7 @@ class LocalLlamaServer:
         n_parallel: int = 2,
         per_slot_ctx: int = 4096,
         embedding: bool = False,
-        n_threads: int | None = None,
+        n_threads: int | None = 1,
         port: int = 0,
         alias: str | None = None,
         startup_timeout_s: float = 120.0,
