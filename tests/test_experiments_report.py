@@ -438,12 +438,7 @@ def test_report_with_language_cells_prints_no_java_tool_noise(
 ) -> None:
     store, _, _ = store_mulprog(tmp_path)
     exp = tmp_path / "ex.toml"
-    exp.write_text(
-        EXPLAIN.replace('{ label = "Grounding", cell = "explain:grounding" },',
-                        '{ label = "Grounding", cell = "explain:grounding" },\n'
-                        '  { label = "BLEU-4", cell = "explain:BLEU-4" },')
-        .replace("Grounding = 50.0 }", "Grounding = 50.0, BLEU-4 = 20.1 }")
-    )  # fmt: skip
+    exp.write_text(EXPLAIN_WITH_BLEU)
     out_csv = tmp_path / "t.csv"
     args = [str(exp), "--store", str(store), "--samples", "20", "--csv", str(out_csv)]
     result = CliRunner().invoke(report_cmd, args)
@@ -491,6 +486,14 @@ kind = "shuffle"
 runs = ["mp"]
 title = "Shuffled tokens"
 """
+
+EXPLAIN_WITH_BLEU = (
+    EXPLAIN.replace('{ label = "Grounding", cell = "explain:grounding" },',
+                    '{ label = "Grounding", cell = "explain:grounding" },\n'
+                    '  { label = "BLEU-4", cell = "explain:BLEU-4" },')
+    .replace("Grounding = 50.0 }", "Grounding = 50.0, BLEU-4 = 20.1 }")
+)  # fmt: skip
+"""EXPLAIN with a BLEU-4 column (a language metric, which needs Java)."""
 
 
 def mulprog_trace(answer: str, explanation: GroundedExplanation) -> Trace:
@@ -660,12 +663,7 @@ def test_language_cells_say_why_they_are_unavailable(
     monkeypatch.setattr(explanation, "language_scores", no_java)
     store, _, _ = store_mulprog(tmp_path)
     exp = tmp_path / "ex.toml"
-    exp.write_text(
-        EXPLAIN.replace('{ label = "Grounding", cell = "explain:grounding" },',
-                        '{ label = "Grounding", cell = "explain:grounding" },\n'
-                        '  { label = "BLEU-4", cell = "explain:BLEU-4" },')
-        .replace("Grounding = 50.0 }", "Grounding = 50.0, BLEU-4 = 20.1 }")
-    )  # fmt: skip
+    exp.write_text(EXPLAIN_WITH_BLEU)
     report = report_of(store, exp)
     bleu = cell(report, "MulProg", "BLEU-4")
     assert bleu.status == "unavailable" and bleu.value is None and bleu.paper == 20.1

@@ -110,6 +110,11 @@ Threads = tuple[int, int]
 """llama.cpp threads (generating, evaluating a prompt); -1: its count of physical cores."""
 
 
+def _llama_threads(n: int) -> int:
+    """llama.cpp's spelling of a thread count: below 1 means its count of physical cores."""
+    return n if n > 0 else -1
+
+
 def _load(path: Path, n_ctx: int, threads: Threads, verbose: bool) -> _Loaded:
     try:
         import xllamacpp
@@ -215,8 +220,9 @@ class EmbeddedLLM:
         # threads generating and evaluating a prompt; 0: llama.cpp's count of physical cores.
         # One by default: llama.cpp's threads meet, spinning, after every operation, so with
         # more threads than idle cores a reply slows a hundredfold (benchmarks/embedded_threads)
-        self.n_threads = n_threads if n_threads > 0 else -1
-        self.n_threads_batch = self.n_threads if n_threads_batch is None else n_threads_batch or -1
+        self.n_threads = _llama_threads(n_threads)
+        batch = n_threads if n_threads_batch is None else n_threads_batch
+        self.n_threads_batch = _llama_threads(batch)
         self.mode: Mode = mode
         self.verbose = verbose
         self.seed = seed
