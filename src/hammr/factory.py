@@ -59,11 +59,13 @@ def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
         )
     use_cache = s["cache"] if cache is None else cache
     if use_cache:
-        from hammr.backends.llm.cache import CachedLLM
+        from hammr.backends.llm.cache import CachedLLM, CacheError
 
         path = Path(s["cache_path"]).expanduser() if s["cache_path"] else default_cache_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        llm = CachedLLM(llm, path)
+        try:
+            llm = CachedLLM(llm, path)
+        except CacheError as e:
+            raise ConfigError(f"llm.cache_path: {e}") from None
     return llm
 
 

@@ -6,7 +6,16 @@ schema's) or when none exists and ``create`` allows making one. Anything else (a
 file, text, another program's database, a folder) is refused with one line naming what it
 is, and never written to: a command asked to read a file must not turn it into one of ours.
 A new file is made complete (schema and first rows) under a temporary name and linked into
-place, so no half-made file is ever seen there, even after a kill."""
+place, so no half-made file is ever seen there, even after a kill.
+
+Nothing but SQLite ever opens one of these files (this module holds every
+``sqlite3.connect`` of the package). A plain ``open()`` and ``close()`` of a database file
+drops every POSIX lock the whole process holds on it (a documented pitfall of POSIX
+advisory locks that SQLite works around only for its own connections), so another
+process's connection would take itself for the last one, checkpoint and delete the WAL
+under a live writer, and what the writer committed next would be lost. What a file is is
+therefore told by ``stat`` (which opens nothing) and by SQLite itself (its
+``SQLITE_NOTADB`` error for a file that is no database)."""
 
 from __future__ import annotations
 
@@ -23,7 +32,6 @@ from typing import Any, Self
 from urllib.parse import quote
 
 _TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
-SQLITE_HEADER = b"SQLite format 3\x00"
 Seed = Sequence[tuple[str, Sequence[Any]]]
 """Statements (with their parameters) that give a new file its first rows."""
 
@@ -133,42 +141,39 @@ class SqliteFile:
 
     def _not_ours(self, schema: str, what: str, hint: str) -> str | None:
         """Why the existing file is not one of ours (None when it is), found without
-        writing to it; ``hint`` ends the reason."""
-        foreign = []
+        writing to it and without opening it but through SQLite; ``hint`` ends the reason."""
         reason = self._what_else(what)
-        if reason is None:
-            try:
-                db = sqlite3.connect(read_only_uri(self.path), uri=True)
-                try:
-                    tables = _tables(db)
-                finally:
-                    db.close()
-            except sqlite3.Error as e:
-                return f"{self.path}: not a usable {what} ({e}){hint}"
-            if not tables:
-                reason = f"{self.path} is an empty SQLite database, not {_a(what)} {what}"
-            foreign = _foreign(tables, schema)
+        if reason is not None:
+            return reason + hint
+        try:
+            tables = read_tables(self.path)
+        except NotADatabase:
+            return f"{self.path} is not {_a(what)} {what} (not an SQLite file){hint}"
+        except sqlite3.Error as e:
+            return f"{self.path}: not a usable {what} ({e}){hint}"
+        if not tables:
+            return f"{self.path} is an empty SQLite database, not {_a(what)} {what}{hint}"
+        foreign = _foreign(tables, schema)
         if foreign:
             return self._foreign_message(foreign, what, hint)
-        return None if reason is None else reason + hint
+        return None
 
     def _what_else(self, what: str) -> str | None:
-        """What the file is when it is no SQLite database (None when it may be one)."""
+        """What the file is when ``stat`` alone tells it is no SQLite database (None when
+        it may be one)."""
         a = f"{_a(what)} {what}"
         try:
-            mode = self.path.stat().st_mode
-            if stat.S_ISDIR(mode):
-                return f"{self.path} is a directory, not {a}"
-            if not stat.S_ISREG(mode):
-                return f"{self.path} is not a regular file, so not {a}"
-            with self.path.open("rb") as f:
-                head = f.read(len(SQLITE_HEADER))
+            st = self.path.stat()
         except OSError as e:
             return f"{self.path}: cannot read it ({e.strerror or e})"
-        if not head:
+        if stat.S_ISDIR(st.st_mode):
+            return f"{self.path} is a directory, not {a}"
+        if not stat.S_ISREG(st.st_mode):
+            return f"{self.path} is not a regular file, so not {a}"
+        if st.st_size == 0:
             return f"{self.path} is an empty file, not {a}"
-        if head != SQLITE_HEADER:
-            return f"{self.path} is not {a} (not an SQLite file)"
+        if not os.access(self.path, os.R_OK):
+            return f"{self.path}: cannot read it (permission denied)"
         return None
 
     def _foreign_message(self, foreign: Sequence[str], what: str, hint: str) -> str:
@@ -226,6 +231,44 @@ class SqliteFile:
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         with self._lock:
             return self._db.execute(sql, tuple(params)).fetchall()
+
+
+class NotADatabase(sqlite3.DatabaseError):
+    """The file exists but is no SQLite database (SQLite's own ``SQLITE_NOTADB``)."""
+
+
+def connect(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
+    """A read-write connection to ``path`` for a writer that manages its own file (the
+    knowledge-base builder); long-lived files of ours are :class:`SqliteFile` objects."""
+    return sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file ``path``: nothing is created or written.
+    Opening is lazy in SQLite; use :func:`read_tables` to learn what the file is."""
+    return sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
+
+
+def read_tables(path: Path) -> list[str]:
+    """The tables of the SQLite file ``path``, read through SQLite alone (see the module
+    docstring); :class:`NotADatabase` when it is no SQLite file, another
+    ``sqlite3.Error`` when SQLite cannot use it."""
+    try:
+        db = connect_read_only(path)
+    except sqlite3.Error as e:
+        raise _as_not_a_database(e) from None
+    try:
+        return _tables(db)
+    except sqlite3.Error as e:
+        raise _as_not_a_database(e) from None
+    finally:
+        db.close()
+
+
+def _as_not_a_database(e: sqlite3.Error) -> sqlite3.Error:
+    if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+        return NotADatabase(str(e))
+    return e
 
 
 def _tables(db: sqlite3.Connection) -> list[str]:

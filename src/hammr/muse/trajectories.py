@@ -50,7 +50,7 @@ from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import RunRecord
 from hammr.memory.embedders import normalised
 from hammr.memory.experiences import action_text, clip_text, observation_text
-from hammr.sqlite_file import SQLITE_HEADER, SqliteFile, read_only_uri
+from hammr.sqlite_file import SqliteFile, connect_read_only
 from hammr.trace import Trace
 
 FORMAT = "hammr-baseline-memory/1"
@@ -299,12 +299,12 @@ def _a(word: str) -> str:
 
 def _peek_format(path: Path) -> str | None:
     """The file's ``meta.format`` ("" when it has none); None when it is no SQLite file
-    holding tables (:class:`SqliteFile` then says what it is)."""
+    holding tables (:class:`SqliteFile` then says what it is). Read through SQLite alone:
+    see :mod:`hammr.sqlite_file` for why a database file is never opened otherwise."""
     try:
-        with path.open("rb") as f:
-            if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                return None
-        db = sqlite3.connect(read_only_uri(path), uri=True)
+        if path.stat().st_size == 0:
+            return None
+        db = connect_read_only(path)
     except (OSError, sqlite3.Error):
         return None
     try:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from hammr.backends.kb.schema import SCHEMA, SCHEMA_VERSION, title_key
+from hammr.sqlite_file import connect
 
 Format = Literal["auto", "evqa", "jsonl"]
 
@@ -305,7 +306,7 @@ def build_kb(
     except OSError as e:
         raise KBBuildError(f"cannot create the folder {out.parent}: {e.strerror or e}") from None
     try:
-        con = sqlite3.connect(out)
+        con = connect(out)
     except sqlite3.Error as e:
         raise KBBuildError(f"cannot write {out} ({e})") from None
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 from hammr.backends.kb.build import KBBuildError, build_kb
 from hammr.backends.kb.schema import title_key
+from hammr.sqlite_file import connect_read_only
 from hammr.values import Page
 
 TITLE_WEIGHT = 10.0
@@ -72,15 +73,10 @@ class SqliteKB:
                 f"no knowledge base at {self.path}; build one with "
                 f"`hammr kb build DUMP --out {self.path}`"
             )
+        if not os.access(self.path, os.R_OK):
+            raise KBError(f"cannot read the knowledge base {self.path}: permission denied")
         try:
-            self.path.open("rb").close()
-        except OSError as e:
-            reason = e.strerror or str(e)
-            raise KBError(f"cannot read the knowledge base {self.path}: {reason}") from None
-        try:
-            self._con = sqlite3.connect(
-                f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False
-            )
+            self._con = connect_read_only(self.path)
             rows = dict(self._con.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.DatabaseError as e:
             raise KBError(f"{self.path} is not a hammr knowledge base ({e})") from None
@@ -182,7 +178,7 @@ def bundled_kb_path(directory: Path | None = None) -> Path:
     out = (directory or cache_dir()) / f"{BUNDLED_NAME}.sqlite"
     if out.is_file():
         try:
-            con = sqlite3.connect(f"file:{out.resolve()}?mode=ro", uri=True)
+            con = connect_read_only(out)
             try:
                 meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
             finally:

@@ -6,8 +6,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from hammr.backends.llm.base import (
     vision_limits_of,
 )
 from hammr.context_fit import context_window, count_tokens
+from hammr.sqlite_file import SqliteFile
 from hammr.values import Image
 
 _KEY_VERSION = 1
@@ -64,6 +63,36 @@ def request_key(model: str, request: LLMRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class CacheError(Exception):
+    """The cache path is not an LLM response cache (one line naming it and why)."""
+
+
+class ResponseFile(SqliteFile):
+    """The cache's SQLite file, opened like every SQLite file of hammr's
+    (:class:`~hammr.sqlite_file.SqliteFile`: WAL, refused when it is another kind of file)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            path,
+            _SCHEMA,
+            error=CacheError,
+            what="LLM response cache",
+            hint="; set llm.cache_path to a new file or turn llm.cache off",
+        )
+
+    def get(self, key: str) -> tuple[Any, ...] | None:
+        rows = self._query(
+            "SELECT text, prompt_tokens, completion_tokens, model, finish_reason "
+            "FROM responses WHERE key = ?",
+            (key,),
+        )
+        return tuple(rows[0]) if rows else None
+
+    def put(self, row: tuple[Any, ...]) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+
+
 class CachedLLM:
     """Wraps an LLM; identical requests are answered from an SQLite file (``cached=True``).
 
@@ -74,13 +103,7 @@ class CachedLLM:
     def __init__(self, inner: LLM, path: str | Path) -> None:
         self.inner = inner
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
-            self._conn.commit()
+        self._file = ResponseFile(self.path)
         self._inflight: dict[str, tuple[asyncio.Lock, int]] = {}
         self.hits = 0
         self.misses = 0
@@ -122,12 +145,7 @@ class CachedLLM:
             await prepare()
 
     def _get(self, key: str) -> LLMResponse | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT text, prompt_tokens, completion_tokens, model, finish_reason "
-                "FROM responses WHERE key = ?",
-                (key,),
-            ).fetchone()
+        row = self._file.get(key)
         if row is None:
             return None
         text, pt, ct, model, finish = row
@@ -140,20 +158,17 @@ class CachedLLM:
         )
 
     def _put(self, key: str, resp: LLMResponse) -> None:
-        with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    resp.text,
-                    resp.usage.prompt_tokens,
-                    resp.usage.completion_tokens,
-                    resp.model,
-                    resp.finish_reason,
-                    time.time(),
-                ),
+        self._file.put(
+            (
+                key,
+                resp.text,
+                resp.usage.prompt_tokens,
+                resp.usage.completion_tokens,
+                resp.model,
+                resp.finish_reason,
+                time.time(),
             )
-            self._conn.commit()
+        )
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         key = request_key(self.inner.name, request)
@@ -181,8 +196,7 @@ class CachedLLM:
                 self._inflight[key] = (lock, users - 1)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._file.close()
 
     async def aclose(self) -> None:
         self.close()
