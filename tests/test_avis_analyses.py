@@ -325,7 +325,7 @@ def test_induce_explains_why_no_graph_comes_out(store_path: Path) -> None:
     assert isinstance(e.value, GraphError)
     with pytest.raises(InduceError, match="threshold too high"):
         induce_graph(good, min_prob=0.9)
-    with pytest.raises(InduceError, match="no action chosen at START"):
+    with pytest.raises(InduceError, match=r"no action was ever chosen .* first step"):
         induce_graph([avis_trace([])])
     # nothing left that can answer: object_select alone never answers
     with pytest.raises(InduceError, match=r"not usable: .*no path to an answer"):
@@ -334,6 +334,71 @@ def test_induce_explains_why_no_graph_comes_out(store_path: Path) -> None:
         induce_graph(good, min_count=0)
     with pytest.raises(ValueError, match="min_prob"):
         induce_graph(good, min_prob=1.5)
+
+
+def planner_failed(trace: Trace, state: str = START, kind: str = "no_action") -> Trace:
+    """``trace`` with a step where the planner's reply named no action it was offered (as
+    the AVIS system records it: the state, no tool, the error)."""
+    index = next(i for i, s in enumerate(trace.steps) if s.tool not in ("DECOMPOSE", "CONTEXT"))
+    failed = Step(
+        index=index,
+        state=state,
+        candidates=["object_select", "vqa"],
+        calls=1,
+        raw="I think the answer is Austria.",
+        error_kind=kind,
+        error="the planner wrote no 'Action:' line; candidates: object_select, vqa",
+    )
+    trace.steps.insert(index, failed)
+    for i, s in enumerate(trace.steps):
+        s.index = i
+    return trace
+
+
+def test_a_step_where_the_planner_chose_nothing_is_no_transition() -> None:
+    # a planner that never named an action: nothing was chosen, and induce says so
+    never = planner_failed(planner_failed(avis_trace([])), kind="unknown_tool")
+    assert transitions_of([never]) == ()
+    with pytest.raises(InduceError) as caught:
+        induce_graph([never])
+    text = str(caught.value)
+    assert text == (  # error kinds most frequent first, ties in the order they came
+        "no action was ever chosen in the 1 successful AVIS trace: the planner was asked 2 "
+        "times and its reply never named an action (unknown_tool 1, no_action 1), so there "
+        "is nothing to learn a graph from"
+    )
+    assert "?" not in text
+    # a failed try before a chosen action: only the chosen one is a transition
+    spec: Spec = [(START, "vqa", "informative"), ("vqa", "llm_qa", "answerable")]
+    mixed = planner_failed(avis_trace(spec))
+    assert [(t.state, t.action, t.count) for t in transitions_of([mixed])] == [
+        (START, "vqa", 1),
+        ("vqa", "llm_qa", 1),
+    ]
+    assert induce_graph([mixed]).edges == {START: ("vqa",), "vqa": ("llm_qa",)}
+
+
+def test_avis_induce_on_a_run_whose_planner_never_chose_says_what_happened(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite"
+    with RunStore(path) as store:
+        store.open_run("avis-small", "infoseek", "avis")
+        for i in range(2):  # answered from the best evidence, after the planner failed
+            store.add(record("avis-small", i, 1.0, planner_failed(avis_trace([], forced=True))))
+    out = tmp_path / "learned.toml"
+    r = invoke(["avis", "induce", "avis-small", "-o", str(out), "--store", str(path)])
+    assert r.exit_code == 2 and r.stdout == "" and not out.exists()
+    assert r.stderr.count("\n") == 1
+    line = r.stderr
+    assert "[actions." not in line and "'?'" not in line
+    assert line.startswith(
+        "hammr: error: run 'avis-small': no action was ever chosen in the 2 successful AVIS "
+        "traces: the planner was asked 2 times and its reply never named an action "
+        "(no_action 2), so there is nothing to induce a graph from; see why in "
+        "`hammr errors avis-small`"
+    )
+    assert "evaluate again" in line
 
 
 def test_induce_drops_states_the_kept_edges_no_longer_reach() -> None:

@@ -202,7 +202,7 @@ def test_replay_of_a_file_that_is_not_json(tmp_path: Path, content: bytes, needl
 
 def test_replay_of_a_directory(tmp_path: Path) -> None:
     line = error_line(run(["replay", str(tmp_path)]))
-    assert line == f"cannot read the trace {tmp_path}: Is a directory"
+    assert line == f"cannot read the trace {tmp_path}: it is a folder, not a regular file"
 
 
 # -- 4. step limits and other numeric settings ---------------------------------------------------

@@ -15,6 +15,7 @@ lets it go, so that "a driver is live" is a fact the test waits for, never a tim
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -30,7 +31,14 @@ from click.testing import CliRunner
 from demo_support import DEMO
 from fake_openai_server import FakeServer, Reply, Seen, ok_body, served_env
 from hammr.cli import main
-from hammr.eval.driver_lock import Driver, is_alive, this_driver
+from hammr.eval.driver_lock import (
+    Driver,
+    busy_message,
+    is_alive,
+    pid_namespace,
+    same_host,
+    this_driver,
+)
 from hammr.eval.runner import run_eval
 from hammr.eval.store import RunBusy, RunStore
 from hammr.eval.types import RunRecord
@@ -218,13 +226,105 @@ def test_which_recorded_drivers_are_alive() -> None:
     assert not is_alive(elsewhere, now=1000.0 + 121, lease_s=120)
 
 
+COLUMNS = "run, token, host, pid, pid_started, since, heartbeat"
+"""A drivers row as every hammr writes it (a newer one adds pid_ns)."""
+
+
+def a_dead_pid() -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    return int(done.stdout)
+
+
+def record_driver(path: Path, host: str, pid: int, heartbeat: float, pid_ns: str | None) -> None:
+    """A drivers row for run 'r' as another process would have written it (``pid_ns`` None:
+    an older hammr's row, without the column)."""
+    db = sqlite3.connect(path)
+    names, values = COLUMNS, ["r", "other", host, pid, "", "2020-01-01T00:00", heartbeat]
+    if pid_ns is not None:
+        names, values = f"{COLUMNS}, pid_ns", [*values, pid_ns]
+    marks = ", ".join("?" for _ in values)
+    db.execute(f"INSERT OR REPLACE INTO drivers ({names}) VALUES ({marks})", values)
+    db.commit()
+    db.close()
+
+
+def test_a_driver_in_another_pid_namespace_is_judged_by_its_heartbeat(tmp_path: Path) -> None:
+    """A container sharing the file system and the host name but not the PIDs: its driver's
+    pid means nothing here, so only its heartbeat says whether it lives."""
+    me = this_driver()
+    assert me.pid_ns == pid_namespace()
+    if sys.platform.startswith("linux"):
+        assert me.pid_ns.startswith("pid:[")
+    elsewhere = "pid:[1]" if me.pid_ns != "pid:[1]" else "pid:[2]"
+    dead = a_dead_pid()
+    # the recorded pid is dead here, but it is another namespace's pid: the lease decides
+    inside = Driver("t", me.host, dead, "", me.since, 1000.0, elsewhere)
+    assert not same_host(inside)
+    assert is_alive(inside, now=1000.0 + 30, lease_s=120)
+    assert not is_alive(inside, now=1000.0 + 121, lease_s=120)
+    # this namespace, dead pid: gone, without a clock
+    assert not is_alive(Driver("t", me.host, dead, "", me.since, time.time(), me.pid_ns))
+    path = tmp_path / "runs.sqlite"
+    with RunStore(path) as s:
+        s.open_run("r", "s", "naive")
+        record_driver(path, me.host, dead, time.time(), elsewhere)  # fresh heartbeat
+        busy = pytest.raises(RunBusy, match=f"another PID namespace, {re.escape(elsewhere)}")
+        with busy, s.driving("r"):
+            pass
+        assert "heartbeat stops" in busy_message("r", inside)
+        record_driver(path, me.host, dead, time.time(), me.pid_ns)  # this namespace, dead pid
+        with s.driving("r") as mine:
+            assert s.driver("r") == mine and mine.pid_ns == me.pid_ns
+        record_driver(path, me.host, dead, time.time() - 121, elsewhere)  # a stale heartbeat
+        with s.driving("r", lease_s=120) as mine:
+            assert s.driver("r") == mine
+
+
+def test_an_older_store_s_driver_row_without_a_namespace_still_works(tmp_path: Path) -> None:
+    """A store made before the PID namespace was recorded: its row (no namespace) is judged
+    by the host name as then, and the first driver to hold a run adds the column; a reading
+    command never does."""
+    me = this_driver()
+    path = tmp_path / "runs.sqlite"
+    with RunStore(path) as s:
+        s.open_run("r", "s", "naive")
+    db = sqlite3.connect(path)
+    db.executescript(
+        "DROP TABLE drivers; CREATE TABLE drivers (run TEXT PRIMARY KEY, token TEXT NOT NULL, "
+        "host TEXT NOT NULL, pid INTEGER NOT NULL, pid_started TEXT NOT NULL, "
+        "since TEXT NOT NULL, heartbeat REAL NOT NULL);"
+    )
+    db.close()
+    record_driver(path, me.host, os.getpid(), 0.0, None)  # this process: alive, on this host
+    with RunStore(path, create=False) as reader:
+        holder = reader.driver("r")
+        assert holder is not None and holder.pid_ns == "" and same_host(holder)
+        assert is_alive(holder)  # no clock consulted: its pid lives
+    db = sqlite3.connect(path)
+    assert "pid_ns" not in {r[1] for r in db.execute("PRAGMA table_info(drivers)")}
+    db.close()
+    with RunStore(path) as s:
+        busy = pytest.raises(RunBusy, match=f"pid {os.getpid()} on {re.escape(me.host)},")
+        with busy, s.driving("r"):
+            pass
+        record_driver(path, me.host, a_dead_pid(), time.time(), None)  # an older driver, dead
+        with s.driving("r") as mine:
+            assert s.driver("r") == mine and mine.pid_ns == pid_namespace()
+
+
 def test_a_dead_holder_in_the_store_is_taken_over(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite"
     with RunStore(path) as s:
         s.open_run("r", "s", "naive")
         db = sqlite3.connect(path)
         db.execute(
-            "INSERT INTO drivers VALUES ('r', 'old', 'another-host', 7, '', '2020-01-01T00:00', 0)"
+            f"INSERT INTO drivers ({COLUMNS}) "
+            "VALUES ('r', 'old', 'another-host', 7, '', '2020-01-01T00:00', 0)"
         )
         db.commit()
         db.close()
@@ -233,7 +333,7 @@ def test_a_dead_holder_in_the_store_is_taken_over(tmp_path: Path) -> None:
         fresh = time.time()
         db = sqlite3.connect(path)
         db.execute(
-            "INSERT INTO drivers VALUES ('r', 'live', 'another-host', 7, '', "
+            f"INSERT INTO drivers ({COLUMNS}) VALUES ('r', 'live', 'another-host', 7, '', "
             "'2020-01-01T00:00', ?)",
             (fresh,),
         )
@@ -255,7 +355,9 @@ def test_retry_failed_keeps_the_old_records_until_new_answers_are_stored(
     server.failing = True
     server.release.set()
     failed = subprocess.run(eval_cmd(store), env=env, capture_output=True, text=True)
-    assert failed.returncode == 0, failed.stderr
+    # every sample failed: the run is FAILED (exit 1, the cause named), its records stored
+    assert failed.returncode == 1, failed.stderr
+    assert f"FAILED: {SAMPLES} of {SAMPLES} samples got no answer from the LLM" in failed.stderr
     before = rows(store)
     assert len(before) == SAMPLES and {st for _, _, st, _ in before} == {"llm_failure"}
 

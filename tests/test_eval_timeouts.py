@@ -99,8 +99,9 @@ class OneSlotLLM:
             self.finished += 1
         finally:
             self.slot.release()
-        question = request.messages[1].text().splitlines()[0].removeprefix("Question: ")
-        return LLMResponse(f"[Thought]: easy\n[Finish]: {question}", Usage(5, 5), self.name)
+        # "Question: Say a0." -> "a0" (the question itself would be no answer)
+        said = request.messages[1].text().splitlines()[0].split()[-1].rstrip(".")
+        return LLMResponse(f"[Thought]: easy\n[Finish]: {said}", Usage(5, 5), self.name)
 
 
 class HangsAfterScriptLLM:
@@ -159,7 +160,7 @@ def samples(image: Path, n: int) -> list[tuple[SuiteEntry, Sample]]:
             Sample(
                 id=f"q{i}",
                 dataset="jsonl",
-                question=f"a{i}",
+                question=f"Say a{i}.",
                 answers=(f"a{i}",),
                 images={"image": image},
             ),

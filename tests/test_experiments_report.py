@@ -19,6 +19,7 @@ import tests.test_experiments_runner as runner_tests
 from click.testing import CliRunner
 
 from fake_openai_server import FakeServer
+from hammr.cli import main
 from hammr.eval.analysis.table4 import tabulate_labels
 from hammr.eval.datasets import load_dataset
 from hammr.eval.datasets.mevqa import references
@@ -349,6 +350,37 @@ def test_bad_labels_and_unknown_experiments_are_one_line_errors(toy: tuple[Path,
     r = run.invoke(report_cmd, ["no-such-experiment", "--store", str(store)])
     assert r.exit_code == 2 and "no experiment 'no-such-experiment'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_store_that_is_not_there_is_one_line_not_a_table_of_not_run_cells(
+    tmp_path: Path,
+) -> None:
+    """A mistyped --store (or no store yet) is refused in one line naming where it looked
+    and what fills it (issue 26), never a table whose every cell says "not run yet"; and
+    a folder is no store for show, run or report."""
+    exp = tmp_path / "toy.toml"
+    exp.write_text(TOY)
+    missing = tmp_path / "typo.sqlite"
+    env = {"HAMMR_CONFIG": "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    run = CliRunner()
+    r = run.invoke(report_cmd, [str(exp), "--store", str(missing), "--prefix", "q7."], env=env)
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert r.stderr == (
+        f"hammr: error: no run store at {missing}: nothing of this experiment is run there "
+        f"yet; `hammr experiment run {exp} --data-dir DIR --prefix q7. --store {missing}` "
+        "fills it (or give --store the store the runs went to)\n"
+    )
+    assert not missing.exists()
+    r = run.invoke(report_cmd, [str(exp), "--demo"], env=env)  # the default store, not made
+    default = tmp_path / "cache" / "hammr" / "runs.sqlite"
+    assert r.exit_code == 2 and f"no run store at {default}:" in r.stderr
+    assert f"`hammr experiment run {exp} --demo`" in r.stderr and not default.exists()
+    for command in (["show", str(exp)], ["run", str(exp), "--demo"], ["report", str(exp)]):
+        r = run.invoke(main, ["experiment", *command, "--store", str(tmp_path)], env=env)
+        assert r.exit_code == 2 and r.stdout == "", command
+        assert f"Error: Invalid value for '--store': File '{tmp_path}' is a directory." in (
+            r.stderr
+        )
 
 
 def test_no_store_yet_gives_the_paper_s_table_with_every_cell_not_run(tmp_path: Path) -> None:

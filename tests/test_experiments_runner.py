@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from tests.test_eval_cli import make_data
 from tests.test_memory_bank import bag_of_words
 
+from demo_support import DEMO
 from fake_openai_server import FakeServer, Reply, Seen, ok_body, served_env
 from hammr.cli import main
 from hammr.eval.store import RunStore
@@ -307,6 +308,35 @@ def test_show_refuses_a_store_that_is_not_one_and_leaves_it_unchanged(
         assert store.read_bytes() == body
 
 
+def test_a_config_naming_a_broken_agent_file_is_one_line_everywhere_with_scripted_server(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """`experiment run` refuses a config whose agent.dir holds a broken agent file with the
+    line `ask` and `systems` print (issue 26), before it makes a store or asks anything."""
+    path, data = write_experiment(tmp_path)
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "broken.toml").write_text('name = "Broken"\nrole = [unclosed\n')
+    config = tmp_path / "hammr.toml"
+    config.write_text(f'[agent]\ndir = "{agents}"\n')
+    env = env_for(server, tmp_path)
+    store = tmp_path / "runs.sqlite"
+    lines = {}
+    for command in (
+        [*run_args(path, data, store), "--config", str(config)],
+        ["systems", "--config", str(config)],
+        ["ask", str(DEMO / "coffee.jpg"), "what?", "--config", str(config)],
+        ["eval", "--suite", "demo", "--data-dir", str(DEMO), "--config", str(config)],
+    ):
+        r = CliRunner().invoke(main, command, env=env)
+        assert r.exit_code == 2, (command, r.output)
+        lines[command[0]] = r.stderr
+    want = f"hammr: error: {agents / 'broken.toml'}: not valid TOML"
+    assert all(line.startswith(want) and line.count("\n") == 1 for line in lines.values()), lines
+    assert len(set(lines.values())) == 1, lines
+    assert not store.exists() and chats(server) == 0
+
+
 def test_bundled_experiments_resolve() -> None:
     """Every bundled file's systems, suites, settings and cells resolve (the files are
     written elsewhere; this checks what exists)."""
@@ -396,3 +426,35 @@ def test_step_states_before_anything_ran(tmp_path: Path) -> None:
         states = step_states(s, experiment, prefix="p.", demo=True)
     assert states["run:r"].stored_as == "p.demo.x.r"
     assert (states["run:r"].status, states["run:r"].reason) == ("not_run", "not run yet")
+
+
+@pytest.mark.parametrize(
+    ("judge", "expected"),
+    [
+        (["--judge", "bem"], "--judge bem needs --bem-checkpoint PATH"),
+        (
+            ["--judge", "bem", "--bem-checkpoint", "{tmp}/nowhere"],
+            "--bem-checkpoint {tmp}/nowhere: no such folder (a local BEM checkpoint)",
+        ),
+        (
+            ["--judge", "llm", "--bem-checkpoint", "{tmp}"],
+            "--bem-checkpoint goes with --judge bem (or auto), not --judge llm",
+        ),
+    ],
+)
+def test_a_judge_that_cannot_judge_is_refused_before_any_step(
+    tmp_path: Path, judge: list[str], expected: str
+) -> None:
+    """As `hammr eval` refuses it: one line, exit 2, and no store made."""
+    store = tmp_path / "st.db"
+    args = [a.format(tmp=tmp_path) for a in judge]
+    result = CliRunner().invoke(
+        main,
+        ["experiment", "run", "avis-table3", "--demo", "--data-dir", str(DEMO), "--limit", "1",
+         "--store", str(store), *args],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == "hammr: error: " + expected.format(
+        tmp=tmp_path
+    )
+    assert not store.exists()

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hammr.cli import main
 from hammr.experiments import ExperimentError, load_experiment
 from hammr.experiments.spec import (
     MemoryStep,
@@ -89,7 +91,7 @@ def test_load_experiment_takes_a_path_and_refuses_an_unknown_name(tmp_path: Path
     [
         ('paper = { "all" = 80.5, "attr" = "not reported" }', 'paper = { "all" = 80.5 }',
          "no paper number for column 'attr'"),
-        ('"attr" = "not reported"', '"attr" = "n/a"', "must be a number or"),
+        ('"attr" = "not reported"', '"attr" = "n/a"', "must be a finite number or"),
         ('"attr" = "not reported" }', '"attr" = 1, "extra" = 2 }', "not a column"),
         ('system = "react"', 'sytem = "react"', "system is missing"),
         ('split = "exploration"', 'split = "explore"', "split 'explore' is not one of"),
@@ -116,6 +118,25 @@ def test_a_malformed_file_is_one_line_naming_file_and_part(
     text = str(caught.value)
     assert message in text
     assert str(path) in text and "\n" not in text
+
+
+@pytest.mark.parametrize("value", ["nan", "+nan", "-nan", "inf", "+inf", "-inf"])
+def test_a_paper_number_that_is_not_finite_is_refused_naming_file_cell_and_value(
+    tmp_path: Path, value: str
+) -> None:
+    """TOML reads nan and inf as floats; a paper reports neither (issue 26)."""
+    path = write(tmp_path, GOOD.replace('"all" = 80.5', f'"all" = {value}', 1))
+    with pytest.raises(ExperimentError) as caught:
+        read_experiment(path)
+    text = str(caught.value)
+    shown = value.lstrip("+").replace("-nan", "nan")  # how Python writes the float back
+    assert text == (
+        f"{path} [[table]] 't2' row 'MuSEAgent': paper value for 'all' must be a finite number "
+        f'or "not reported", got {shown}'
+    )
+    r = CliRunner().invoke(main, ["experiment", "show", str(path)], env={"HAMMR_CONFIG": ""})
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr == f"hammr: error: {text}\n"
 
 
 def test_the_name_must_be_the_stem_and_toml_must_parse(tmp_path: Path) -> None:

@@ -293,3 +293,116 @@ def test_memory_show_and_search_print_guidance_without_escapes(tmp_path: Path) -
                  "question", "--min-score", "0", "--config", str(config)])  # fmt: skip
     assert found.exit_code == 0, found.stderr
     assert clean(found.stdout) and "guidance: Locate it first." in found.stdout
+
+
+# -- experiment report, show and list ---------------------------------------------------------
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (JSON's escapes are TOML's)."""
+    return json.dumps(text)
+
+
+def hostile_experiment(tmp_path: Path) -> tuple[Path, Path]:
+    """An experiment file whose titles, source, labels, note and deviations are hostile text,
+    and a store whose run 'hammr' recorded a hostile model name and whose run 'naive' is
+    recorded as without data for a hostile reason (issue 26)."""
+    from hammr.experiments.state import state_path, write_record
+
+    h = toml_string(HOSTILE)[1:-1]
+    exp = tmp_path / "hostile.toml"
+    exp.write_text(
+        f"""
+name = "hostile"
+title = "Accuracy table{h}"
+paper = "hammr"
+source = "HAMMR{h}"
+description = "A description{h}"
+deviations = ["LLM: a deviation{h}"]
+
+[data]
+suite = "generic-vqa"
+
+[[run]]
+name = "hammr"
+system = "hammr"
+
+[[run]]
+name = "naive"
+system = "naive"
+
+[[table]]
+name = "t3"
+title = "Table three{h}"
+source = "Table 3{h}"
+note = "A note{h}"
+columns = [{{ label = "All{h}", cell = "overall" }}]
+
+[[table.row]]
+label = "HAMMR{h}"
+run = "hammr"
+paper = {{ "All{h}" = 50 }}
+
+[[table.row]]
+label = "Naive{h}"
+run = "naive"
+paper = {{ "All{h}" = 40 }}
+"""
+    )
+    store = tmp_path / "runs.sqlite"
+    with RunStore(store) as s:
+        s.open_run(
+            "hostile.hammr",
+            "generic-vqa",
+            "hammr",
+            config={"llm.backend": "openai", "llm.model": f"qwen{HOSTILE}"},
+            settings={"suite": "generic-vqa", "planned": 2},
+        )
+        for i in range(2):
+            s.add(
+                RunRecord(
+                    run="hostile.hammr",
+                    sample_id=f"s{i}",
+                    dataset="gqa",
+                    question_type="spatial_reasoning",
+                    question="q?",
+                    answers=("yes",),
+                    prediction="yes",
+                    score=1.0,
+                )
+            )
+    write_record(
+        state_path(store, "hostile"),
+        {"run:naive": {"status": "no_data", "reason": f"no GQA files{HOSTILE} in /d"}},
+    )
+    return exp, store
+
+
+def test_experiment_report_show_and_list_print_the_file_s_and_store_s_text_without_escapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp, store = hostile_experiment(tmp_path)
+    report = run(["experiment", "report", str(exp), "--store", str(store), "--samples", "20"])
+    assert report.exit_code == 0, report.stderr
+    out = report.stdout
+    assert clean(out), repr(out)
+    said = ("Accuracy table", "Table three", "A note", "HAMMR", "Naive", "All", "100.0",
+            "LLM: a deviation", "no GQA files in /d", "LLM: openai qwen")  # fmt: skip
+    for words in said:
+        assert words in out, (words, out)
+    shown = run(["experiment", "show", str(exp), "--store", str(store)])
+    assert shown.exit_code == 0 and clean(shown.stdout) and "A description" in shown.stdout
+    # `experiment list` lists the bundled files: one that is hostile, one that is unreadable
+    import hammr.experiments as experiments
+    from hammr.experiments import ExperimentError, load_experiment
+
+    def load(name: str) -> object:
+        if name == "broken":
+            raise ExperimentError(f"broken.toml: not valid TOML{HOSTILE}")
+        return load_experiment(exp)
+
+    monkeypatch.setattr(experiments, "bundled_names", lambda: ["hostile", "broken"])
+    monkeypatch.setattr(experiments, "load_experiment", load)
+    listed = run(["experiment", "list"])
+    assert listed.exit_code == 0 and clean(listed.stdout), repr(listed.stdout)
+    assert "Accuracy table" in listed.stdout and "not valid TOML" in listed.stdout

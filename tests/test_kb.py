@@ -373,7 +373,9 @@ def test_kb_cli_build_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     assert error_line(build(tmp_path / "nope.json", out)) == (
         f"dump not found: {tmp_path / 'nope.json'}"
     )
-    assert error_line(build(tmp_path, out)) == f"dump is not a file: {tmp_path}"
+    assert (
+        error_line(build(tmp_path, out)) == f"the dump {tmp_path} is a folder, not a regular file"
+    )
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")
     assert error_line(build(empty, out)) == f"dump is empty: {empty}"

@@ -368,8 +368,9 @@ def test_eval_with_every_server_down_stores_llm_failure(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite"
     args = ["eval", "--suite", str(suite), "--data-dir", str(data), "--store", str(store)]
     r = CliRunner().invoke(main, [*args, "--system", "naive", "--name", "t"], env=env)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # every sample failed: the run is FAILED, cause named
     assert "4 samples ended in llm_failure" in r.stderr
+    assert "run t FAILED: 4 of 4 samples got no answer from the LLM server" in r.stderr
     with RunStore(store) as s:
         records = s.records("t", limit=None, traces=False)
         assert len(records) == 4

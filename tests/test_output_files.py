@@ -221,3 +221,29 @@ def test_report_html_on_a_full_disk_leaves_no_partial_file(tmp_path: Path) -> No
     assert line == f"hammr: error: cannot write {page}: File too large"
     assert page.read_text() == "the old report"
     assert leftovers(tmp_path, {"runs.sqlite", "report.html"}) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["agents"],
+        ["experiment", "list"],
+        ["experiment", "show", "hammr-table3"],  # printed through rich
+        ["config", "show"],
+    ],
+)
+def test_standard_output_on_a_full_disk_is_one_line_not_a_traceback(argv: list[str]) -> None:
+    """`hammr ... > /dev/full`: whichever command was printing, and whether through click or
+    rich, the command ends with one error line and exit 2."""
+    import subprocess
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [str(HAMMR), *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=600
+        )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert lines[-1] == "hammr: error: cannot write to standard output: No space left on device"
+    assert sum(ln.startswith("hammr: error:") for ln in lines) == 1

@@ -282,3 +282,46 @@ def test_a_failed_memory_build_leaves_no_bank_but_keeps_one_it_did_not_make(
     ExperienceBank(bank).close()
     error_line(run(args, {}))
     assert bank.exists()  # a bank that was there before is never removed
+
+
+def _without_root_powers() -> list[str] | None:
+    """A prefix that runs a command as root without the capabilities that let root ignore
+    permissions (so a 0o555 folder is really read-only to it); None where setpriv is missing."""
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
+def test_a_store_in_a_read_only_folder_is_read_not_refused(tmp_path: Path) -> None:
+    """`hammr runs` and `hammr report` read a store the process may not write (read-only
+    file in a read-only folder, as on a shared or archived disk), writing nothing."""
+    import os
+    import subprocess
+    import sys
+
+    prefix = _without_root_powers()
+    if prefix is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    folder = tmp_path / "archive"
+    store = RunStore(folder / "s.sqlite")
+    store.open_run("kept", "suite", "naive")
+    store.close()
+    (folder / "s.sqlite").chmod(0o444)
+    folder.chmod(0o555)
+    before = sorted(p.name for p in folder.iterdir())
+    hammr = str(Path(sys.executable).parent / "hammr")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    try:
+        for argv in (["runs"], ["report", "kept"]):
+            done = subprocess.run(
+                [*prefix, hammr, *argv, "--store", str(folder / "s.sqlite")],
+                capture_output=True, text=True, timeout=600, env=env, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert "kept" in done.stdout, done.stdout
+        assert sorted(p.name for p in folder.iterdir()) == before
+    finally:
+        folder.chmod(0o755)

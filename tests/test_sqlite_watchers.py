@@ -184,3 +184,37 @@ def test_nothing_committed_is_lost_while_other_processes_read(tmp_path: Path, ki
     expected = {f"r{i}" if kind == "store" else f"row{i}" for i in range(committed)}
     assert committed == ROWS
     assert rows >= expected, f"lost after kill -9: {sorted(expected - rows)}"
+
+
+def test_one_connection_per_file_per_process(tmp_path: Path) -> None:
+    """Two objects on one file in one process share one connection (and its lock): closing
+    one leaves the other working, and the connection closes with the last of them."""
+    import threading
+
+    from hammr.eval.store import RunStore
+    from hammr.sqlite_file import connections_open
+
+    path = tmp_path / "s.sqlite"
+    first = RunStore(path)
+    second = RunStore(path, create=False)
+    assert connections_open(path) == 2
+
+    def commits(store: RunStore, prefix: str) -> None:
+        for i in range(20):
+            store.open_run(f"{prefix}{i}", "suite", "naive")
+
+    threads = [
+        threading.Thread(target=commits, args=(first, "a")),
+        threading.Thread(target=commits, args=(second, "b")),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first.close()
+    first.close()  # twice is harmless
+    assert connections_open(path) == 1
+    names = set(second.run_names())
+    assert names == {f"a{i}" for i in range(20)} | {f"b{i}" for i in range(20)}
+    second.close()
+    assert connections_open(path) == 0

@@ -119,13 +119,56 @@ def test_hammr_systems_with_a_memory_file_runs_muse(tmp_path: Path) -> None:
     bank = tmp_path / "bank.db"
     r = run(["systems", "muse", "--memory", str(bank)])
     assert r.exit_code == 0
-    assert f"memory.path {bank} does not exist" in r.stdout
-    bank.write_bytes(b"")
+    assert f"muse: no experience bank at {bank}" in r.stdout
+    bank.write_bytes(b"")  # not a bank: refused as `hammr ask` refuses it
     r = run(["systems", "muse", "--memory", str(bank), "--json"])
     assert r.exit_code == 0, r.output
     (muse,) = json.loads(r.stdout)["systems"]
-    assert muse["runs"] is True and muse["status"] == "limited"
-    assert not any(p["blocking"] for p in muse["problems"])
+    assert muse["runs"] is False and muse["status"] == "blocked"
+    blocking = [p["what"] for p in muse["problems"] if p["blocking"]]
+    assert blocking == [f"muse: {bank} is an empty file, not an experience bank; make one with "
+                        f"`hammr memory build RUN -o {bank}`"]  # fmt: skip
+
+
+def memory_files(tmp_path: Path) -> dict[str, Path]:
+    """A zero-byte file, a run store, and a Reflexion and an ExpeL memory (empty, as
+    `hammr memory reflect|insights` makes them)."""
+    from hammr.eval.store import RunStore
+    from hammr.muse.trajectories import MemoryFile
+
+    files = {name: tmp_path / f"{name}.db" for name in ("zero", "store", "reflexion", "expel")}
+    files["zero"].write_bytes(b"")
+    with RunStore(files["store"]) as store:
+        store.open_run("explore", "vstar", "react")
+    for kind in ("reflexion", "expel"):
+        MemoryFile(files[kind], kind).close()  # type: ignore[arg-type]
+    return files
+
+
+@pytest.mark.parametrize("system", ["muse", "reflexion", "expel"])
+def test_systems_says_what_ask_says_of_a_memory_file(tmp_path: Path, system: str) -> None:
+    """`hammr systems S --memory FILE` reads the memory with the function `hammr ask
+    --system S --memory FILE` reads it with (issue 26): a file the system cannot read is
+    "no" with ask's own line; one it can read is not blocked."""
+    image = Path(__file__).resolve().parent.parent / "examples" / "demo" / "coffee.jpg"
+    for name, path in memory_files(tmp_path).items():
+        before = path.read_bytes()
+        r = run(["systems", system, "--memory", str(path), "--json"])
+        assert r.exit_code == 0, r.output
+        (info,) = json.loads(r.stdout)["systems"]
+        blocking = [p["what"] for p in info["problems"] if p["blocking"]]
+        if name == system:  # the right kind of memory (`ask` would go on and ask the model)
+            assert info["runs"] is True and blocking == [], (name, info)
+            continue
+        assert info["runs"] is False, (name, info)
+        asked = run(["ask", str(image), "What is this?", "--system", system, "--memory", str(path)])
+        assert path.read_bytes() == before  # neither command writes to it
+        assert asked.exit_code == 2 and asked.stdout == "", (name, asked.output)
+        assert blocking == [asked.stderr.removeprefix("hammr: error: ").rstrip("\n")], name
+        assert str(path) in blocking[0]
+        table = run(["systems", system, "--memory", str(path)]).stdout
+        row = next(line for line in table.splitlines() if line.startswith(f"{system} "))
+        assert row.split("  ")[-1].strip() == f"no: {blocking[0]}"
 
 
 def test_hammr_systems_json_says_the_same() -> None:

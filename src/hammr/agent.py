@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 
 from hammr.actions import Act, Finish, ParseError, ResolveError, act_source, parse_step, resolve
 from hammr.advice import Advisor, Situation, advice_record
@@ -35,6 +35,7 @@ from hammr.backends.llm.base import (
 from hammr.context_fit import FittedPrompt, PromptTooLong, fit_examples
 from hammr.grammar import step_grammar
 from hammr.grammar_bounds import tokens_for
+from hammr.non_answers import refuse_non_answer
 from hammr.tools.base import (
     Param,
     ParamKind,
@@ -75,8 +76,20 @@ LAST_STEP_NOTE = "This is your last step: write [Thought] and [Finish] with your
 
 @dataclass
 class AgentResult:
+    """What a system's run gave: its answer (None: none) and the trace of how.
+
+    Every system's run ends in one, and here its answer is checked, whatever the system:
+    a reply that is not an answer (empty, the question or hammr's own instruction repeated)
+    becomes None, and the trace records why (:func:`hammr.non_answers.refuse_non_answer`).
+    ``instructions``: text the system wrote for its model beyond the prompts
+    :data:`hammr.non_answers.PROMPTS` names (a ReAct agent's instructions and tool cards)."""
+
     answer: str | None
     trace: Trace
+    instructions: InitVar[Sequence[str]] = ()
+
+    def __post_init__(self, instructions: Sequence[str]) -> None:
+        self.answer = refuse_non_answer(self.answer, self.trace, instructions)
 
     @property
     def ok(self) -> bool:
@@ -307,6 +320,11 @@ class ReActAgent:
             parts.append("\n\n".join(e.strip() for e in examples))
         return "\n\n".join(parts)
 
+    def prompt_instructions(self) -> list[str]:
+        """What this agent's prompt tells its model beyond the shared step format: its
+        instructions and its tool cards (not its worked examples, whose answers are answers)."""
+        return [self.instructions, *(t.card() for t in self.tools.values())]
+
     def run_reserve(self) -> int:
         """Tokens kept free beside the system prompt for the question, every step's reply
         and observation, and the last reply."""
@@ -396,7 +414,7 @@ class ReActAgent:
             raise
         finally:
             trace.latency_s = time.perf_counter() - started
-        return AgentResult(trace.answer, trace)
+        return AgentResult(trace.answer, trace, self.prompt_instructions())
 
     def run_sync(
         self,

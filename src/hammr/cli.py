@@ -11,14 +11,20 @@ import click
 from hammr.avis.avis_cli import avis
 from hammr.backends.kb.kb_cli import kb
 from hammr.backends.llm.base import LLMError, run_sync
-from hammr.cli_common import config_option, fail, require_question, systems_epilog
+from hammr.cli_common import (
+    HammrGroup,
+    config_option,
+    fail,
+    require_question,
+    systems_epilog,
+)
 from hammr.config import ConfigError, load_config
 from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
 from hammr.eval.explain_cli import explain_cmd
 from hammr.experiments.experiment_cli import experiment
 from hammr.memory.memory_cli import memory
-from hammr.terminal_text import safe_line, safe_markup, safe_text
+from hammr.terminal_text import echo, safe_console, safe_line, safe_markup, safe_text
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
 
@@ -41,7 +47,7 @@ not the answers to be good. Point [llm] in hammr.toml at a served model for real
 """ + systems_epilog()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=HammrGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="hammr")
 def main() -> None:
     """Answer visual questions with LLM agents that think, call vision tools and observe.
@@ -177,17 +183,20 @@ def ask(
             fail("interrupted", code=130)
     trace = result.trace
     if show:
-        click.echo(format_trace(trace), err=False)
-        click.echo("")
+        echo(format_trace(trace), err=False)
+        echo("")
     if result.answer is not None:
-        click.echo(safe_text(result.answer))
+        echo(safe_text(result.answer))
     # saved after printing: a path that cannot be written must not cost the model's work
     problem = _save_trace(trace, trace_path) if trace_path is not None else None
-    no_answer = safe_text(f"no answer ({trace.status}: {trace.error})")
+    if trace.status == "no_answer":  # the model's reply was not an answer; the error says why
+        no_answer = safe_line(f"no answer: {trace.error}")
+    else:
+        no_answer = safe_text(f"no answer ({trace.status}: {trace.error})")
     if problem is not None:
         fail(problem if result.answer is not None else f"{problem}; and {no_answer}")
     if result.answer is None:
-        click.echo(f"hammr: {no_answer}", err=True)
+        echo(f"hammr: {no_answer}", err=True)
         sys.exit(1)
 
 
@@ -244,9 +253,7 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if sys.stderr.isatty():
-            from rich.console import Console
-
-            self._status = Console(stderr=True).status(self.text)
+            self._status = safe_console(stderr=True).status(self.text)
             self._status.__enter__()
         return self
 
@@ -273,7 +280,7 @@ def replay(trace_file: Path) -> None:
         fail(str(e))
     except OSError as e:
         fail(f"cannot read the trace {trace_file}: {e.strerror or e}")
-    click.echo(format_trace(trace))
+    echo(format_trace(trace))
 
 
 @main.group()
@@ -300,11 +307,11 @@ def config_show(config_path: Path | None) -> None:
     rows = {key: (value, source) for key, value, source in cfg.items()}
     for key, value in tool_settings(cfg.section("tools")).items():
         rows.setdefault(key, (value, "default" if value is not None else "default (unset)"))
-    click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
+    echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
     for key in sorted(rows):
         value, source = rows[key]
         note = setting_note(cfg, key)
-        click.echo(f"{key} = {value!r}    # {source}" + (f"; {note}" if note else ""))
+        echo(f"{key} = {value!r}    # {source}" + (f"; {note}" if note else ""))
     timeout = sample_timeout(cfg)
     counted = "wall-clock time, less time queued for a model slot" + (
         " and time the model's threads wait for a processor other programs hold"
@@ -312,7 +319,7 @@ def config_show(config_path: Path | None) -> None:
         else ""
     )
     limit = "no limit" if timeout is None else f"{timeout:g} s"
-    click.echo(
+    echo(
         f"# hammr eval --timeout (work per question) on this backend: {limit} by default; "
         f"a limit counts {counted}"
     )
@@ -339,7 +346,7 @@ def tools_cmd(config_path: Path | None) -> None:
             state = f"{cap}: UNAVAILABLE: {built.unavailable[cap]}"
         else:
             state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
-        click.echo(safe_text(f"{t.card()}\n  [{state}]\n"))  # a backend's error quotes files
+        echo(safe_text(f"{t.card()}\n  [{state}]\n"))  # a backend's error quotes files
 
 
 EPILOG_SYSTEMS = """\b
@@ -457,67 +464,65 @@ def systems_cmd(
             "systems": rows,
             "agents": agents,
         }
-        click.echo(json.dumps(out, indent=2))
+        echo(json.dumps(out, indent=2))
         return
     verdict = {"ready": "yes", "limited": "yes, limited", "blocked": "no"}
-    click.echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
-    click.echo(safe_line(f"# model: {model}"))
-    click.echo(f"# tools with a backend: {', '.join(capabilities) or 'none'}")
+    echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
+    echo(safe_line(f"# model: {model}"))
+    echo(f"# tools with a backend: {', '.join(capabilities) or 'none'}")
     table = [("system", "paper", "what it is", "runs here")]
     for name in chosen:
         info = SYSTEMS.get(name)
         r = ready[name]
         blocker = next((p.what for p in r.problems if p.blocking), None)
-        here = verdict[r.status] + (f": {blocker}" if blocker else "")
+        here = verdict[r.status] + (f": {safe_line(blocker)}" if blocker else "")
         table.append((name, info.paper if info else "?", info.role if info else "?", here))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
-    click.echo("")
+    echo("")
     for row in table:
-        click.echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:3])) + "  " + row[3])
+        echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:3])) + "  " + row[3])
     wrap = textwrap.TextWrapper(width=100, subsequent_indent="    ", break_on_hyphens=False)
     no_backend: dict[str, str] = {}
     for name in chosen:
         info = SYSTEMS.get(name)
         r = ready[name]
-        click.echo("")
+        echo("")
         if info is None:
-            click.echo(f"{name} · runs here: {verdict[r.status]}")
+            echo(f"{name} · runs here: {verdict[r.status]}")
             continue
-        click.echo(f"{name} · {info.paper}, {info.role} · runs here: {verdict[r.status]}")
-        click.echo(wrap.fill(f"  {info.what[:1].upper()}{info.what[1:]}."))
-        click.echo(wrap.fill(f"  Needs: {'; '.join(needs_text(info))}."))
+        echo(f"{name} · {info.paper}, {info.role} · runs here: {verdict[r.status]}")
+        echo(wrap.fill(f"  {info.what[:1].upper()}{info.what[1:]}."))
+        echo(wrap.fill(f"  Needs: {'; '.join(needs_text(info))}."))
         missing = [p.capability for p in r.problems if p.capability]
         for p in r.problems:
             if p.capability:
                 no_backend.setdefault(p.capability.split(" or ")[0], p.fix)
                 continue
             mark = "cannot run" if p.blocking else "limited"
-            click.echo(wrap.fill(f"  - {mark}: {p.what}; fix: {p.fix}"))
+            echo(wrap.fill(safe_line(f"  - {mark}: {p.what}; fix: {p.fix}")))
         if missing:
-            click.echo(
+            echo(
                 wrap.fill(
                     f"  - limited: no backend for {', '.join(missing)}: the tools that need "
                     "them are unavailable (see below)"
                 )
             )
     if no_backend:
-        click.echo("")
-        click.echo("Tool capabilities with no backend here, and the setting that gives one:")
+        echo("")
+        echo("Tool capabilities with no backend here, and the setting that gives one:")
         for capability, fix in no_backend.items():
             why = built.unavailable.get(capability)
-            click.echo(wrap.fill(f"  {capability}: {fix}" + (f" ({why})" if why else "")))
-    click.echo("")
-    click.echo("Papers:")
+            echo(wrap.fill(f"  {capability}: {fix}" + (f" ({why})" if why else "")))
+    echo("")
+    echo("Papers:")
     for key in dict.fromkeys(SYSTEMS[n].paper for n in chosen if n in SYSTEMS):
         paper = PAPERS[key]
         by = f" ({paper.authors})" if paper.authors else ""
-        click.echo(wrap.fill(f"  {key}: {paper.title}{by}"))
+        echo(wrap.fill(f"  {key}: {paper.title}{by}"))
     if not names:
-        click.echo("")
-        click.echo(
-            "Agents by name (--system NAME runs one alone; `hammr agents` shows their tools):"
-        )
-        click.echo(
+        echo("")
+        echo("Agents by name (--system NAME runs one alone; `hammr agents` shows their tools):")
+        echo(
             wrap.fill(
                 "  " + ", ".join(f"{a['name']} ({a['question_type'] or a['role']})" for a in agents)
             )
@@ -567,16 +572,16 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
             if spec.source is None or "agents/specs" in str(spec.source)
             else f"  ({spec.source})"
         )
-        click.echo(safe_line(f"{indent}{spec.name} {kind} ({', '.join(spec.inputs)}){where}"))
+        echo(safe_line(f"{indent}{spec.name} {kind} ({', '.join(spec.inputs)}){where}"))
         names = catalog.tool_names(spec, chosen)
         plain = [tool_label(t) for t in names if t not in catalog.specs]
         if plain:
-            click.echo(f"{indent}    tools: {', '.join(plain)}")
+            echo(f"{indent}    tools: {', '.join(plain)}")
         for t in names:
             if t in catalog.specs and t not in seen:
                 show(t, indent + "    ", (*seen, t))
 
-    click.echo(f"# setting: {chosen}; router: {cfg.get('agent.router')}")
+    echo(f"# setting: {chosen}; router: {cfg.get('agent.router')}")
     roots = [catalog.dispatcher.name] if catalog.dispatcher else []
     reached = (
         {catalog.dispatcher.name, *catalog.tool_names(catalog.dispatcher)}
@@ -670,22 +675,22 @@ def route_cmd(
             decision = run_sync(dispatcher.decide(question, inputs, ctx))
         except LLMError as e:
             fail(str(e))
-    click.echo(f"specialist: {decision.agent or '(none)'}")
-    click.echo(safe_text(f"decided by: {decision.by} ({decision.explain()})"))
+    echo(f"specialist: {decision.agent or '(none)'}")
+    echo(safe_text(f"decided by: {decision.by} ({decision.explain()})"))
     if decision.candidates:
-        click.echo(f"candidates for these inputs: {', '.join(decision.candidates)}")
+        echo(f"candidates for these inputs: {', '.join(decision.candidates)}")
     if decision.votes:
-        click.echo(f"threshold: {dispatcher.threshold:.2f}")
-        click.echo("votes: " + ", ".join(f"{a} {v:.2f}" for a, v in decision.votes.items()))
+        echo(f"threshold: {dispatcher.threshold:.2f}")
+        echo("votes: " + ", ".join(f"{a} {v:.2f}" for a, v in decision.votes.items()))
     if decision.neighbours:
-        click.echo("nearest labelled questions:")
+        echo("nearest labelled questions:")
         for n in decision.neighbours:
-            click.echo(safe_line(f"  {n.score:.3f}  {n.agent:<28} {n.question}"))
+            echo(safe_line(f"  {n.score:.3f}  {n.agent:<28} {n.question}"))
     if decision.trace is not None:
         from hammr.trace import format_trace
 
-        click.echo("LLM dispatcher (routing only):")
-        click.echo(format_trace(decision.trace))
+        echo("LLM dispatcher (routing only):")
+        echo(format_trace(decision.trace))
 
 
 main.add_command(kb)

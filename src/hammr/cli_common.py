@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
 import click
 
-from hammr.terminal_text import safe_text
+from hammr.terminal_text import TerminalWriteError, echo, safe_text, silence
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -48,8 +48,22 @@ def systems_epilog() -> str:
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr and the exit status (2: bad input or configuration). The message
     often quotes a file or a model, so it is made safe for a terminal first."""
-    click.echo(f"hammr: error: {safe_text(message)}", err=True)
+    echo(f"hammr: error: {safe_text(message)}", err=True)
     sys.exit(code)
+
+
+class HammrGroup(click.Group):
+    """The top-level group: a standard output that cannot be written (redirected to a full
+    disk, a file over its size limit) ends the command with one line and exit 2, not a
+    traceback, whichever command was printing. What the command stored before is kept."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except TerminalWriteError as e:
+            silence(e.stream)
+            which = "error" if e.stream == "stderr" else "output"
+            fail(f"cannot write to standard {which}: {e.strerror or e}")
 
 
 def require_question(question: str) -> None:
@@ -91,10 +105,15 @@ def open_store(path: Path | None, *, create: bool = True) -> RunStore | None:
 
 def eval_command(info: RunInfo, store_path: Path | None = None) -> str:
     """The `hammr eval` command that goes on with a stored run, from what the run recorded
-    (its suite, data folder, system, subset, split and memory file)."""
+    (its suite, data folder, system, subset, split and memory file); for a run an experiment
+    made, the `hammr experiment run` that goes on with it (`hammr eval` refuses to add to
+    an experiment's run)."""
     import shlex
 
     st = info.settings
+    experiment = st.get("experiment")
+    if isinstance(experiment, str) and experiment:
+        return experiment_command(info, experiment, store_path)
     parts = ["hammr", "eval", "--suite", str(st.get("suite") or info.suite)]
     parts += ["--data-dir", str(st.get("data_dir") or "DIR"), "--system", info.system]
     parts += ["--name", info.name]
@@ -108,6 +127,33 @@ def eval_command(info: RunInfo, store_path: Path | None = None) -> str:
         parts += ["--max-steps", str(st["max_steps"])]
     if info.config.get("memory.path"):
         parts += ["--memory", str(info.config["memory.path"])]
+    if store_path is not None:
+        parts += ["--store", str(store_path)]
+    return shlex.join(parts)
+
+
+def experiment_command(info: RunInfo, experiment: str, store_path: Path | None = None) -> str:
+    """The `hammr experiment run` that goes on with ``info``, a run of ``experiment``, as its
+    stored settings and identity say it was run (demo data or its data folder, the
+    prefix of its name, an explicit --limit and --seed)."""
+    import shlex
+
+    st = info.settings
+    stored = st.get("identity")
+    identity: dict[str, Any] = stored if isinstance(stored, dict) else {}
+    demo = bool(st.get("demo"))
+    parts = ["hammr", "experiment", "run", experiment]
+    if demo:
+        parts.append("--demo")
+    else:
+        parts += ["--data-dir", str(st.get("data_dir") or "DIR")]
+    own = f"{'demo.' if demo else ''}{experiment}.{st.get('experiment_run') or ''}"
+    if info.name.endswith(own) and info.name != own:
+        parts += ["--prefix", info.name[: -len(own)]]
+    if identity.get("limit"):
+        parts += ["--limit", str(identity["limit"])]
+    if identity.get("seed"):
+        parts += ["--seed", str(identity["seed"])]
     if store_path is not None:
         parts += ["--store", str(store_path)]
     return shlex.join(parts)
@@ -169,11 +215,27 @@ def unfinished_run(
     return None
 
 
+def failed_run_message(store: RunStore, run: str, store_path: Path | None = None) -> str | None:
+    """One line when ``run``'s numbers are not results (:mod:`hammr.eval.run_health`): the
+    cause and the command that asks its failed samples again; None when they are results
+    (or the store does not hold it)."""
+    from hammr.eval.run_health import stored_verdict
+
+    info = store.run_info(run)
+    verdict = stored_verdict(store, run) if info is not None else None
+    if info is None or verdict is None:
+        return None
+    retry = f"ask them again: `{eval_command(info, store_path)} --retry-failed`"
+    return f"run {run!r} FAILED: {verdict.text}; {verdict.next_step(retry)}"
+
+
 def warn_unfinished(store: RunStore, runs: Iterable[str], store_path: Path | None = None) -> None:
-    """A warning on stderr for every run of ``runs`` with no finished sample (what a
-    reading command shows of it is failures, not answers), with the command that asks them
-    again."""
+    """A warning on stderr for every run of ``runs`` with no finished sample, or whose
+    numbers are not results for another reason (most of its samples failed for one cause:
+    :func:`failed_run_message`): what a reading command shows of it is failures, not
+    answers. Each names the command that asks them again."""
     for run in dict.fromkeys(runs):
         empty = unfinished_run(store, [run], store_path=store_path)
-        if empty is not None:
-            click.echo(f"hammr: warning: {safe_text(empty.message)}", err=True)
+        message = empty.message if empty is not None else failed_run_message(store, run, store_path)
+        if message is not None:
+            echo(f"hammr: warning: {safe_text(message)}", err=True)

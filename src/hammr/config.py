@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hammr.backends.pool import parse_base_urls
+from hammr.input_file import input_problem
 from hammr.paper_settings import faithfulness
 from hammr.toml_file import TomlFileError, read_toml
 
@@ -395,6 +396,12 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raise ConfigError(str(e)) from None
 
 
+def _no_config(file: Path, problem: str) -> str:
+    if problem == "does not exist":
+        return f"config file not found: {file}"
+    return f"config file {file} {problem}"
+
+
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Defaults, then the file, then the environment; a bad value raises ConfigError naming it."""
     env = os.environ if env is None else env
@@ -403,12 +410,14 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     file: Path | None = None
     if path is not None:
         file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"config file not found: {file}")
+        problem = input_problem(file)
+        if problem is not None:
+            raise ConfigError(_no_config(file, problem))
     elif env.get("HAMMR_CONFIG"):
         file = Path(env["HAMMR_CONFIG"])
-        if not file.is_file():
-            raise ConfigError(f"config file not found: {file} (from $HAMMR_CONFIG)")
+        problem = input_problem(file)
+        if problem is not None:
+            raise ConfigError(_no_config(file, problem) + " (from $HAMMR_CONFIG)")
     elif Path(DEFAULT_FILE).is_file():
         file = Path(DEFAULT_FILE)
     if file is not None:

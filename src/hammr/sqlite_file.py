@@ -27,6 +27,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import quote
@@ -41,8 +42,22 @@ def _a(word: str) -> str:
 
 
 def read_only_uri(path: Path) -> str:
-    """An SQLite URI opening ``path`` read-only (any character of the path quoted)."""
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    """An SQLite URI opening ``path`` read-only (any character of the path quoted).
+
+    In a folder this process cannot write, with no ``-wal`` file beside it, the file is
+    opened ``immutable``: SQLite could not make the ``-shm`` file a WAL database needs even
+    to be read, and with no WAL and no way to make one, nobody is writing it."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    folder = path.resolve().parent
+    if not os.access(folder, os.W_OK) and not os.path.lexists(f"{path}-wal"):
+        uri += "&immutable=1"
+    return uri
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write the file and make files beside it (a WAL database
+    needs both)."""
+    return os.access(path, os.W_OK) and os.access(path.resolve().parent, os.W_OK)
 
 
 class SqliteFile:
@@ -66,13 +81,10 @@ class SqliteFile:
         create: bool = True,
         seed: Seed = (),
         hint: str = "",
-        reentrant: bool = False,
     ) -> None:
         self.path = Path(path).expanduser()
-        self._lock: threading.Lock | threading.RLock = (
-            threading.RLock() if reentrant else threading.Lock()
-        )
         self.created = False
+        self._closed = False
         if not os.path.lexists(self.path):
             if not create:
                 raise error(f"{self.path}: no {what} there{hint}")
@@ -81,29 +93,40 @@ class SqliteFile:
             refusal = self._not_ours(schema, what, hint)
             if refusal is not None:
                 raise error(refusal)
+        # a reader of a file it may not write (a read-only file or folder) reads it read-only
+        self.read_only = not create and not writable(self.path)
         try:
-            db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as e:
-            raise error(f"{self.path}: cannot open a {what} there ({e})") from None
-        self._db = db
+            self._key, self._shared = _connection_to(self.path, read_only=self.read_only)
+        except (OSError, sqlite3.Error) as e:
+            raise error(f"{self.path}: cannot open {_a(what)} {what} there ({e})") from None
+        self._db = db = self._shared.db
+        self._lock = self._shared.lock
         try:
-            if create:
-                db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL under WAL: what was committed survives the process being killed
-            # (only an OS crash or power loss may lose the last few transactions).
-            db.execute("PRAGMA synchronous=NORMAL")
-            foreign = self._foreign_tables(schema)
-            # a reader runs it only to bring one of ours made by an older hammr up to date
-            if not foreign and (create or self._missing_tables(schema)):
-                db.executescript(schema)
+            with self._lock:  # no transaction of another object on the file is open
+                if create:
+                    db.execute("PRAGMA journal_mode=WAL")
+                # NORMAL under WAL: what was committed survives the process being killed
+                # (only an OS crash or power loss may lose the last few transactions).
+                db.execute("PRAGMA synchronous=NORMAL")
+                foreign = self._foreign_tables(schema)
+                # a reader runs it only to bring one of ours made by an older hammr up to date
+                missing = not foreign and not create and self._missing_tables(schema)
+                if missing and self.read_only:
+                    raise sqlite3.DatabaseError(self.OLDER)
+                if not foreign and (create or missing):
+                    db.executescript(schema)
         except sqlite3.DatabaseError as e:
-            db.close()
+            self.close()
             raise error(f"{self.path}: not a usable {what} ({e})") from None
         if foreign:
-            db.close()
+            self.close()
             raise error(self._foreign_message(foreign, what, hint))
+
+    OLDER = (
+        "made by an older hammr, and this process may not bring it up to date: open it once "
+        "where it can be written"
+    )
+    """Why a read-only file in an older layout cannot be read."""
 
     # -- what the file is ----------------------------------------------------------------
 
@@ -133,7 +156,7 @@ class SqliteFile:
                 os.rename(tmp, self.path)
             return True
         except (OSError, sqlite3.Error) as e:
-            raise error(f"{self.path}: cannot create a {what} there ({e})") from None
+            raise error(f"{self.path}: cannot create {_a(what)} {what} there ({e})") from None
         finally:
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 with contextlib.suppress(OSError):
@@ -192,8 +215,13 @@ class SqliteFile:
     # -- life ------------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Let go of the file; the connection closes with the last object of this process
+        that uses it. Closing twice is harmless."""
         with self._lock:
-            self._db.close()
+            if self._closed:
+                return
+            self._closed = True
+        _release(self._key, self._shared)
 
     def __enter__(self) -> Self:
         return self
@@ -231,6 +259,64 @@ class SqliteFile:
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         with self._lock:
             return self._db.execute(sql, tuple(params)).fetchall()
+
+
+@dataclass
+class _Shared:
+    """The one connection of this process to one file, and the lock its users share."""
+
+    db: sqlite3.Connection
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    users: int = 1
+
+
+_OPEN: dict[tuple[int, int, bool], _Shared] = {}
+"""Open connections by the file's (device, inode) and whether read-only: one per file per
+process (two when one object of it may not write the file)."""
+_OPEN_LOCK = threading.Lock()
+
+
+def _connection_to(path: Path, *, read_only: bool) -> tuple[tuple[int, int, bool], _Shared]:
+    """This process's connection to the file at ``path``, made if it has none. Every object
+    on one file shares it (and its lock), so a process never holds two connections to a
+    file of ours: transactions of two objects are serialised by the lock instead of waiting
+    on each other's SQLite locks, and there is one set of POSIX locks to keep."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, read_only)
+    with _OPEN_LOCK:
+        shared = _OPEN.get(key)
+        if shared is not None:
+            shared.users += 1
+            return key, shared
+        where = read_only_uri(path) if read_only else str(path)
+        db = sqlite3.connect(
+            where, uri=read_only, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        shared = _OPEN[key] = _Shared(db)
+        return key, shared
+
+
+def _release(key: tuple[int, int, bool], shared: _Shared) -> None:
+    with _OPEN_LOCK:
+        shared.users -= 1
+        if shared.users > 0:
+            return
+        if _OPEN.get(key) is shared:
+            del _OPEN[key]
+    with shared.lock:
+        shared.db.close()
+
+
+def connections_open(path: str | Path) -> int:
+    """How many objects of this process use the connection to ``path`` (0: none open)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    with _OPEN_LOCK:
+        return sum(
+            shared.users for key, shared in _OPEN.items() if key[:2] == (st.st_dev, st.st_ino)
+        )
 
 
 class NotADatabase(sqlite3.DatabaseError):

@@ -69,6 +69,10 @@ class MemoryNeed:
     """The command that makes one from an exploration run called 'explore'."""
     example: str
     """A file name for it, as in the messages."""
+    reader: str
+    """'module:function' the system reads its memory with, ``(config, backends)`` -> what
+    it read, or SpecError (one line) when it cannot: :func:`memory_problem` calls it, so
+    ``hammr systems`` says what ``hammr ask`` would."""
 
 
 EXPLORE = (
@@ -218,7 +222,10 @@ SYSTEMS: dict[str, SystemInfo] = {
             "under several viewpoints) for guidance",
             tools=_MUSE_TOOLS,
             memory=MemoryNeed(
-                "an experience bank", "hammr memory build explore -o bank.db", "bank.db"
+                "an experience bank",
+                "hammr memory build explore -o bank.db",
+                "bank.db",
+                "hammr.muse.system:muse_memory",
             ),
             embedder="needs",
         ),
@@ -229,7 +236,10 @@ SYSTEMS: dict[str, SystemInfo] = {
             "the same tool agent shown reflections written on similar failed questions",
             tools=_MUSE_TOOLS,
             memory=MemoryNeed(
-                "a reflexion memory", "hammr memory reflect explore -o reflexion.db", "reflexion.db"
+                "a reflexion memory",
+                "hammr memory reflect explore -o reflexion.db",
+                "reflexion.db",
+                "hammr.muse.reflexion:reflexion_memory",
             ),
             embedder="needs",
         ),
@@ -241,7 +251,10 @@ SYSTEMS: dict[str, SystemInfo] = {
             "questions as worked examples",
             tools=_MUSE_TOOLS,
             memory=MemoryNeed(
-                "an expel memory", "hammr memory insights explore -o expel.db", "expel.db"
+                "an expel memory",
+                "hammr memory insights explore -o expel.db",
+                "expel.db",
+                "hammr.muse.expel:expel_memory",
             ),
             embedder="needs",
         ),
@@ -378,6 +391,29 @@ def _relative(cfg: Config, value: str) -> Path:
     return path if path.is_absolute() else base / path
 
 
+def memory_problem(name: str, cfg: Config, backends: Mapping[str, Any]) -> str | None:
+    """Why system ``name`` cannot read the memory ``cfg`` names (one line: what ``hammr ask
+    --system NAME`` refuses with), or None when it can (or needs none). The memory is read
+    by the very function the system reads it with (:attr:`MemoryNeed.reader`): an empty
+    file, a run store or another kind of memory is refused here as there."""
+    from hammr.agents.spec import SpecError
+    from hammr.memory.search import ExperienceSearcher
+
+    info = SYSTEMS.get(name)
+    if info is None or info.memory is None:
+        return None
+    module, _, function = info.memory.reader.partition(":")
+    reader = getattr(importlib.import_module(module), function)
+    try:
+        read = reader(cfg, backends)
+    except SpecError as e:
+        return str(e)
+    for part in read if isinstance(read, tuple) else (read,):
+        if isinstance(part, ExperienceSearcher):
+            part.close()  # muse keeps its bank open; a check lets it go
+    return None
+
+
 def _problems(
     info: SystemInfo,
     cfg: Config,
@@ -395,8 +431,14 @@ def _problems(
         if not path:
             what = f"no memory file: it needs {need.kind} (memory.path is not set)"
             out.append(Problem(what, make, True))
-        elif not Path(path).expanduser().is_file():
-            out.append(Problem(f"memory.path {path} does not exist", make, True))
+        elif not {"embed", "similarity"} & set(backends):
+            # the memory is searched by an embedder: the problem below says there is none
+            if not Path(path).expanduser().is_file():
+                out.append(Problem(f"memory.path {path} does not exist", make, True))
+        else:
+            problem = memory_problem(info.name, cfg, backends)
+            if problem is not None:
+                out.append(Problem(problem, make, True))
     if info.embedder == "needs" and not ({"embed", "similarity"} & set(backends)):
         out.append(
             Problem(
@@ -511,5 +553,6 @@ __all__ = [
     "SystemInfo",
     "assess",
     "capability_fix",
+    "memory_problem",
     "needs_text",
 ]

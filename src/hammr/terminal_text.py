@@ -12,6 +12,12 @@ shown as itself is dropped, an escape sequence whole (so no ``]0;title`` is left
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.segment import Segment
 
 _SEQUENCE = re.compile(
     r"""
@@ -64,4 +70,81 @@ def safe_json(text: str) -> str:
     return text.translate(_JSON_ESCAPE)
 
 
-__all__ = ["safe_json", "safe_line", "safe_markup", "safe_text"]
+class TerminalWriteError(OSError):
+    """Standard output or error could not be written (redirected to a full disk, a file over
+    its size limit...): ``stream`` says which. Same ``errno`` as the failure, so a closed
+    pipe (EPIPE) is still what click ends quietly."""
+
+    def __init__(self, error: OSError, stream: str) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.stream = stream
+
+
+def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` (on stderr with ``err``) through :func:`safe_text`: the one way a command
+    prints plain text, so that nothing a model, a data file or a store holds reaches the
+    terminal unfiltered, whoever forgot to filter it (safe text passes unchanged). A failed
+    write is a :class:`TerminalWriteError`."""
+    import click
+
+    try:
+        click.echo(safe_text(str(text)), err=err, nl=nl)
+    except OSError as e:
+        raise TerminalWriteError(e, "stderr" if err else "stdout") from e
+
+
+def silence(stream: str) -> None:
+    """Point ``stream`` ('stdout' or 'stderr') at /dev/null, after a write to it failed:
+    what is still buffered for it would fail again when Python exits."""
+    import os
+    import sys
+
+    broken = sys.stderr if stream == "stderr" else sys.stdout
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, broken.fileno())
+    finally:
+        os.close(devnull)
+
+
+def safe_console(**kwargs: Any) -> Console:
+    """A rich Console (the keyword arguments are Console's) that filters every piece of text
+    it renders through :func:`safe_text` and drops hyperlinks: a table cell, a title or a
+    progress description holding escape sequences, or markup (``[link=...]``) that slipped
+    past :func:`safe_markup`, is shown, not obeyed. The one way a command makes a Console."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class _SafeConsole(Console):
+        def render(
+            self, renderable: RenderableType, options: ConsoleOptions | None = None
+        ) -> Iterable[Segment]:
+            for seg in super().render(renderable, options):
+                if seg.control is not None:
+                    yield seg
+                    continue
+                style = seg.style
+                if style is not None and style.link:
+                    style = style.update_link(None)
+                text = seg.text if seg.text.isprintable() else safe_text(seg.text)
+                yield Segment(text, style) if (text, style) != (seg.text, seg.style) else seg
+
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            try:
+                super().print(*objects, **kwargs)
+            except OSError as e:
+                raise TerminalWriteError(e, "stderr" if self.stderr else "stdout") from e
+
+    return _SafeConsole(**kwargs)
+
+
+__all__ = [
+    "TerminalWriteError",
+    "echo",
+    "safe_console",
+    "safe_json",
+    "safe_line",
+    "safe_markup",
+    "safe_text",
+    "silence",
+]

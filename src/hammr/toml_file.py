@@ -12,15 +12,18 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from hammr.input_file import read_input_bytes
+
 
 class TomlFileError(ValueError):
     """The file is not UTF-8 text or not valid TOML; the message is one line naming it."""
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """The TOML document in ``path``. OSError (a missing file, a folder) is left to the caller,
-    which names the file as what it is; undecodable or malformed text is TomlFileError."""
-    raw = path.read_bytes().removeprefix(codecs.BOM_UTF8)
+    """The TOML document in ``path``. OSError (a missing file, a folder, a FIFO: see
+    :mod:`hammr.input_file`) is left to the caller, which names the file as what it is;
+    undecodable or malformed text is TomlFileError."""
+    raw = read_input_bytes(path).removeprefix(codecs.BOM_UTF8)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from hammr.input_file import read_input_bytes
 from hammr.output_file import output_target, write_output
 from hammr.terminal_text import safe_text
 from hammr.values import Box, Entity, Image, Page, Value
@@ -16,10 +17,12 @@ if TYPE_CHECKING:
     from hammr.backends.llm.base import LLMResponse
 
 Status = Literal[
-    "running", "finished", "step_limit", "llm_failure", "error", "timeout", "cancelled"
+    "running", "finished", "step_limit", "llm_failure", "error", "timeout", "cancelled", "no_answer"
 ]
 """'timeout': an evaluation's deadline ended the run (the trace holds what was done);
-'cancelled': a run inside it that was cut short with it."""
+'cancelled': a run inside it that was cut short with it; 'no_answer': the model ended the
+run with a reply that is not an answer (empty, the question or hammr's own instruction
+repeated: see :mod:`hammr.non_answers`)."""
 Verdict = Literal["not_informative", "informative", "answerable"]
 """An AVIS reasoner's label of one tool output (its paper's three)."""
 JSON = Any
@@ -363,7 +366,7 @@ class Trace:
         errors are OSError; TraceFormatError (a ValueError) names the file and what is wrong."""
         p = Path(path)
         try:
-            doc = json.loads(p.read_bytes().decode("utf-8"))
+            doc = json.loads(read_input_bytes(p).decode("utf-8"))
         except FileNotFoundError:
             raise FileNotFoundError(f"trace file not found: {p}") from None
         except UnicodeDecodeError:

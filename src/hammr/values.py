@@ -18,6 +18,8 @@ from typing import Any
 from PIL import Image as PILImage
 from PIL import ImageOps, UnidentifiedImageError
 
+from hammr.input_file import InputError, read_input_bytes
+
 DEFAULT_MAX_PIXELS = 64_000_000
 """Images above this many pixels are refused (decompression-bomb guard)."""
 
@@ -156,12 +158,12 @@ class Image:
     def open(cls, path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
         """Load an image file, refusing missing, corrupt and oversized files with one clear line."""
         p = Path(path)
-        if not p.exists():
-            raise ImageLoadError(f"image file not found: {p}")
-        if not p.is_file():
-            raise ImageLoadError(f"not a file: {p}")
         try:
-            data = p.read_bytes()
+            data = read_input_bytes(p)
+        except FileNotFoundError:
+            raise ImageLoadError(f"image file not found: {p}") from None
+        except InputError as e:
+            raise ImageLoadError(f"not an image file: {p} ({e.strerror})") from None
         except OSError as e:
             raise ImageLoadError(f"cannot read the image {p}: {e.strerror or e}") from None
         return cls.from_bytes(data, max_pixels=max_pixels, source=str(p))

@@ -17,6 +17,7 @@ from pathlib import Path
 from PIL import Image as PILImage
 
 from hammr.agents.routing import RoutedDispatcher, RouteDecision
+from hammr.input_file import read_input_text
 from hammr.tools.base import ToolContext
 from hammr.values import Image, Value
 
@@ -30,7 +31,7 @@ class LabelledQuestion:
 
 def load_labelled_questions(path: Path) -> list[LabelledQuestion]:
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_input_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -19,8 +19,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-import os
+import io
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from hammr.agent import AgentFailed, AgentResult, ReActAgent, mark_cancelled
 from hammr.agents.catalog import AgentCatalog
 from hammr.backends.capabilities import embedder_name
 from hammr.backends.llm.base import LLMError
+from hammr.input_file import read_input_bytes
+from hammr.output_file import OutputError, write_output
 from hammr.tools.base import Param, ToolContext, ToolError, ToolResult
 from hammr.trace import Step, Trace, encode_value
 from hammr.values import Value, render_value
@@ -232,7 +235,7 @@ class NeighbourRouter:
         of the first question. Anything else (a server that now serves another model at the
         same endpoint, a truncated file) reads as no cache."""
         try:
-            cached = np.load(path, allow_pickle=False)
+            cached = np.load(io.BytesIO(read_input_bytes(path)), allow_pickle=False)
         except (OSError, ValueError, EOFError):
             return None
         if (
@@ -307,13 +310,9 @@ class NeighbourRouter:
 def _save(path: Path, matrix: np.ndarray) -> None:
     """Write the cache file whole or not at all (a run reading it meanwhile sees the old
     one); a folder that cannot be written only costs the cache."""
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(tmp, matrix)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    np.save(buffer := io.BytesIO(), matrix)
+    with contextlib.suppress(OutputError):
+        write_output(path, buffer.getvalue(), what="the router's cache file")
 
 
 # -- the dispatcher with a router in front ---------------------------------------------------

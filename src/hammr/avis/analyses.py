@@ -4,7 +4,9 @@ teaches: pure functions over traces, no files, no command line.
 Which traces: an AVIS trace is one whose agent is ``"AVIS"`` or that holds an action step;
 other traces (another system's, or a sample stored without one) are skipped and counted.
 Its *action steps* are exactly the steps with ``state`` set (see :mod:`hammr.avis`): the
-planner chose ``step.tool`` at ``step.state``, so each one is a transition ``state -> tool``.
+planner chose ``step.tool`` at ``step.state``, so each one is a transition ``state -> tool``,
+except a step where the planner chose nothing (its reply named no action it was offered:
+``step.tool`` is unset, the step's error says why), which is no transition.
 DECOMPOSE, CONTEXT and the forced ANSWER step are no actions.
 
 * tool frequency over every action step (Fig. 6) and at positions 1-4 (Figs. 7-10: the
@@ -77,6 +79,12 @@ def action_steps(trace: Trace) -> list[Step]:
 def action_name(step: Step) -> str:
     """The action an action step took (``"?"`` where a broken step names none)."""
     return step.tool or "?"
+
+
+def chose_action(step: Step) -> bool:
+    """Whether the planner chose an action at this action step (a transition); False where
+    its reply named none (the step's error says why)."""
+    return step.tool is not None
 
 
 def is_successful(score: float, min_score: float = DEFAULT_MIN_SCORE) -> bool:
@@ -189,7 +197,8 @@ def transitions_of(traces: Iterable[Trace]) -> tuple[Transition, ...]:
     for trace in traces:
         for step in action_steps(trace):
             assert step.state is not None
-            counts[(step.state, action_name(step))] += 1
+            if chose_action(step):
+                counts[(step.state, action_name(step))] += 1
     per_state: Counter[str] = Counter()
     for (state, _), n in counts.items():
         per_state[state] += n
@@ -328,10 +337,7 @@ def induce_graph(
         raise InduceError("no successful AVIS trace to learn a graph from")
     seen = transitions_of(avis)
     if not any(t.state == START for t in seen):
-        raise InduceError(
-            f"no action chosen at {START} in the {_count_of(len(avis), 'successful AVIS trace')}"
-            ": nothing to learn a graph from"
-        )
+        raise InduceError(f"{no_action_reason(avis)}, so there is nothing to learn a graph from")
     kept = [t for t in seen if t.count >= min_count and t.probability >= min_prob]
     if not any(t.state == START for t in kept):
         best = max((t for t in seen if t.state == START), key=lambda t: (t.count, t.probability))
@@ -387,6 +393,22 @@ def induce_graph(
         # the message names ``source``, a file not written yet: said as "the learned graph"
         why = str(e).removeprefix(f"{source}: ")
         raise InduceError(f"the learned graph is not usable: {why}") from None
+
+
+def no_action_reason(traces: Sequence[Trace]) -> str:
+    """What happened in AVIS traces that hold no transition (:func:`transitions_of` gives
+    none): no action was ever chosen, because each trace ended before the planner's first
+    step, or because every planning step failed (their error kinds are counted)."""
+    failed = [s for t in traces for s in action_steps(t) if not chose_action(s)]
+    where = f"the {_count_of(len(traces), 'successful AVIS trace')}"
+    if not failed:
+        return f"no action was ever chosen in {where}: each ended before the planner's first step"
+    kinds = Counter(s.error_kind or "no action named" for s in failed)
+    tally = ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+    return (
+        f"no action was ever chosen in {where}: the planner was asked "
+        f"{_count_of(len(failed), 'time')} and its reply never named an action ({tally})"
+    )
 
 
 def _count_of(n: int, noun: str) -> str:

@@ -17,7 +17,7 @@ import click
 
 from hammr.cli_common import fail, open_store, store_option
 from hammr.output_file import OutputError, write_output
-from hammr.terminal_text import safe_line, safe_markup, safe_text
+from hammr.terminal_text import echo, safe_console, safe_line, safe_markup, safe_text
 
 if TYPE_CHECKING:
     from hammr.avis.analyses import AvisAnalysis
@@ -100,12 +100,11 @@ def _slug(name: str, taken: set[str]) -> str:
 
 def _print_summary(analyses: Sequence[AvisAnalysis]) -> None:
     """Side-by-side tables, one column per run: what was analysed, tools, verdicts, length."""
-    from rich.console import Console
     from rich.table import Table
 
     from hammr.avis.analyses import VERDICTS
 
-    console = Console(highlight=False)
+    console = safe_console(highlight=False)
     # run names and the tools the traces name are the store's text: shown as text, not markup
     runs = [safe_markup(a.label) for a in analyses]
 
@@ -211,7 +210,7 @@ def analyze_cmd(
         fail(_why_no_avis_trace(runs, [r for recs in loaded.values() for r in recs], "analyse"))
     for run, records in loaded.items():
         if run not in {a.label for a in analyses}:
-            click.echo(
+            echo(
                 f"hammr: warning: run {run!r} holds no AVIS trace ({len(records)} samples of "
                 "another system); skipped",
                 err=True,
@@ -221,7 +220,7 @@ def analyze_cmd(
     for analysis in analyses:
         run = analysis.label
         if analysis.traces == 0:
-            click.echo(
+            echo(
                 f"hammr: warning: run {run!r} has no successful AVIS trace "
                 f"(score >= {min_score:g}); its charts are empty",
                 err=True,
@@ -238,7 +237,7 @@ def analyze_cmd(
         written.append(folder)
     _print_summary(analyses)
     for folder in written:
-        click.echo(
+        echo(
             f"wrote {folder}/analysis.html and {len(CHARTS)} charts "
             f"({', '.join(f'{name}.png' for name, _ in CHARTS)})",
             err=True,
@@ -306,6 +305,7 @@ def induce_cmd(
         induce_graph,
         induced_header,
         is_avis_trace,
+        no_action_reason,
         successful_traces,
         transitions_of,
     )
@@ -335,6 +335,13 @@ def induce_cmd(
     good = successful_traces(records, min_score)
     if not good:
         fail(_why_none_successful(runs, records, min_score))
+    if not transitions_of(good):
+        fail(
+            f"{_runs_text(runs)}: {no_action_reason(good)}, so there is nothing to induce a "
+            f"graph from; see why in `hammr errors {runs[0]}` (or `hammr view`), then evaluate "
+            "again with a model that answers the planner with one of the actions it offers "
+            "(llm.grammar 'off' lets it write anything) and induce from that run"
+        )
     try:
         graph = induce_graph(
             good,
@@ -364,16 +371,14 @@ def induce_cmd(
         write_output(out_path, graph.to_toml(header), what="the graph file")
     except OutputError as e:
         fail(str(e))
-    click.echo(_edges_text(graph))
+    echo(_edges_text(graph))
     kept = sum(len(t) for t in graph.edges.values())
-    click.echo(
+    echo(
         f"wrote {out_path}: {kept} edges learned from {len(good)} successful traces "
         f"(of {avis_count} AVIS traces)",
         err=True,
     )
-    click.echo(
-        f'use it: put [avis] graph = "{out_path}" in hammr.toml, then evaluate again', err=True
-    )
+    echo(f'use it: put [avis] graph = "{out_path}" in hammr.toml, then evaluate again', err=True)
 
 
 @avis.command("graph", epilog=EPILOG_AVIS)
@@ -395,10 +400,10 @@ def graph_cmd(file: Path | None) -> None:
     except GraphError as e:
         fail(_one_line(str(e)))
     where = str(file) if file is not None else f"{default_graph_path()} (bundled)"
-    click.echo(f"graph {where}: valid")
+    echo(f"graph {where}: valid")
     if graph.description:
-        click.echo(safe_line(f"  {graph.description}"))
-    click.echo(_edges_text(graph))
+        echo(safe_line(f"  {graph.description}"))
+    echo(_edges_text(graph))
 
 
 def _edges_text(graph: TransitionGraph) -> str:

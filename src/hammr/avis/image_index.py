@@ -43,12 +43,13 @@ embedder so that two different models never share a name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import io
 import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,8 @@ import imagehash
 import numpy as np
 
 from hammr.backends.capabilities import embedder_name
+from hammr.input_file import read_input_bytes, read_input_text
+from hammr.output_file import OutputError, write_output
 from hammr.values import DEFAULT_MAX_PIXELS, Image, ImageLoadError
 
 HASH_BITS = 64
@@ -185,7 +188,7 @@ def _sidecar_caption(image_path: Path) -> str | None:
     if not side.is_file():
         return None
     try:
-        text = side.read_text(encoding="utf-8", errors="replace")
+        text = read_input_text(side, errors="replace")
     except OSError:
         return None
     return _one_line(text) or None
@@ -226,7 +229,7 @@ def _optional_text(obj: dict[str, object], *keys: str) -> str | None:
 
 def _load_jsonl(path: Path, max_pixels: int) -> Corpus:
     try:
-        raw = path.read_bytes()
+        raw = read_input_bytes(path)
     except OSError as e:
         raise CorpusError(f"cannot read the corpus file {path}: {e.strerror or e}") from None
     base = path.parent
@@ -420,7 +423,7 @@ def _cache_file(cache_dir: Path, name: str) -> Path:
 def _read_cache(path: Path, name: str) -> dict[str, np.ndarray]:
     """Rows by content hash from a cache file; an unreadable or foreign file reads as empty."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(io.BytesIO(read_input_bytes(path)), allow_pickle=False) as data:
             if str(data["name"]) != name:
                 return {}
             hashes = [str(h) for h in data["hashes"]]
@@ -436,20 +439,11 @@ def _write_cache(path: Path, name: str, rows: dict[str, np.ndarray]) -> None:
     """Write atomically (a temporary file, then a rename); failures leave no cache."""
     if not rows:
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        hashes = sorted(rows)
-        matrix = np.stack([rows[h] for h in hashes]).astype(np.float32)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, name=np.array(name), hashes=np.array(hashes), rows=matrix)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        return
+    hashes = sorted(rows)
+    matrix = np.stack([rows[h] for h in hashes]).astype(np.float32)
+    np.savez(buffer := io.BytesIO(), name=np.array(name), hashes=np.array(hashes), rows=matrix)
+    with contextlib.suppress(OutputError):
+        write_output(path, buffer.getvalue(), what="the embedding cache file")
 
 
 def _normalised(arr: object, n: int, what: str) -> np.ndarray:

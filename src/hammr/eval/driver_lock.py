@@ -18,6 +18,12 @@ A driver that died without letting go (kill -9, a lost node) never blocks the ru
   driver writes one every :data:`BEAT_EVERY_S` seconds, and one silent for
   :data:`LEASE_S` seconds is taken over (hosts' clocks are assumed to agree within a
   fraction of that).
+
+"The same host" means the same host name *and* the same PID namespace (Linux: the
+``/proc/self/ns/pid`` link; none elsewhere): a driver in a container that shares the file
+system and the host name but has its own PIDs is invisible to ``kill(pid, 0)`` here, so it is
+judged like a driver on another host, by its heartbeat. A row recorded by an older hammr
+(no namespace) is judged by its host name alone, as it was then.
 """
 
 from __future__ import annotations
@@ -51,9 +57,34 @@ class Driver:
     """When it took the run (ISO 8601, UTC)."""
     heartbeat: float
     """Its last heartbeat (seconds since the epoch, its host's clock)."""
+    pid_ns: str = ""
+    """Its PID namespace (:func:`pid_namespace`; ``''``: not Linux, or recorded by an older
+    hammr): part of what :func:`same_host` compares, since its pid means nothing in
+    another namespace."""
 
     def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}, since {self.since.replace('T', ' ')}"
+        where = self.host
+        if self.pid_ns and self.pid_ns != pid_namespace():
+            where += f" (another PID namespace, {self.pid_ns})"
+        return f"pid {self.pid} on {where}, since {self.since.replace('T', ' ')}"
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace, as Linux names it (``'pid:[4026531836]'``); ``''``
+    where there is none to read (not Linux, no /proc)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def same_host(holder: Driver) -> bool:
+    """Whether ``holder``'s pid names a process this one can see: the same host name and
+    the same PID namespace. A row without a namespace (an older hammr's, or not Linux) is
+    judged by its host name alone."""
+    if holder.host != socket.gethostname():
+        return False
+    return not holder.pid_ns or holder.pid_ns == pid_namespace()
 
 
 def process_start(pid: int) -> str:
@@ -92,12 +123,13 @@ def this_driver() -> Driver:
         pid_started=process_start(pid),
         since=datetime.now(UTC).isoformat(timespec="seconds"),
         heartbeat=time.time(),
+        pid_ns=pid_namespace(),
     )
 
 
 def is_alive(holder: Driver, *, now: float | None = None, lease_s: float = LEASE_S) -> bool:
     """Whether ``holder`` still drives its run (see the module docstring)."""
-    if holder.host == socket.gethostname():
+    if same_host(holder):
         if not pid_exists(holder.pid):
             return False
         started = process_start(holder.pid)
@@ -107,7 +139,7 @@ def is_alive(holder: Driver, *, now: float | None = None, lease_s: float = LEASE
 
 def busy_message(run: str, holder: Driver, lease_s: float = LEASE_S) -> str:
     """The one line a second driver stops with."""
-    if holder.host == socket.gethostname():
+    if same_host(holder):
         freed = "it is taken over as soon as that process ends"
     else:
         freed = f"it is taken over if that driver's heartbeat stops for {lease_s:g} s"
@@ -125,6 +157,8 @@ __all__ = [
     "busy_message",
     "is_alive",
     "pid_exists",
+    "pid_namespace",
     "process_start",
+    "same_host",
     "this_driver",
 ]

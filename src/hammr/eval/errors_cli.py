@@ -8,7 +8,7 @@ import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
 from hammr.output_file import OutputError
-from hammr.terminal_text import safe_text
+from hammr.terminal_text import echo, safe_text
 
 EPILOG_ERRORS = """\
 \b
@@ -97,7 +97,7 @@ def errors_cmd(
     if labels_path is not None:
         try:
             table = tabulate_labels(labels_path, accuracy=accuracy).to_markdown()
-            click.echo(safe_text(table))  # run names from the labelled file
+            echo(safe_text(table))  # run names from the labelled file
         except LabelFileError as e:
             fail(str(e))
         return
@@ -107,11 +107,11 @@ def errors_cmd(
             export_for_labelling(chosen, export_path, accuracy=accuracy)
         except OutputError as e:
             fail(str(e))
-        click.echo(f"wrote {len(chosen)} wrong answers to {export_path}", err=True)
+        echo(f"wrote {len(chosen)} wrong answers to {export_path}", err=True)
         return
     try:
         cfg = load_config(config_path)
         catalog = AgentCatalog.from_config(cfg)
     except (ConfigError, SpecError) as e:
         fail(str(e))
-    click.echo(errors_report(records, catalog))
+    echo(errors_report(records, catalog))

@@ -12,6 +12,7 @@ import click
 
 from hammr.cli_common import (
     config_option,
+    eval_command,
     fail,
     open_store,
     store_option,
@@ -19,7 +20,7 @@ from hammr.cli_common import (
     warn_unfinished,
 )
 from hammr.eval.executors import EXECUTORS
-from hammr.terminal_text import safe_line, safe_text
+from hammr.terminal_text import echo, safe_line, safe_text
 
 EPILOG_EVAL = """\b
 Examples:
@@ -61,7 +62,9 @@ Examples:
 Rows are the question types (with their dataset) and the macro average over them; columns
 are the runs, in the order given. Each cell is the mean score in percent ± half the width
 of its 95% bootstrap confidence interval. Footnotes say which judge scored EncVQA answers
-and how many samples failed (error, timeout, llm_failure: counted as wrong).
+and how many samples failed (error, timeout, llm_failure: counted as wrong). A run whose
+every sample, or more than half for one cause, failed shows FAILED instead of numbers, its
+cause in a footnote.
 --layout methods turns it round: runs as rows (labelled by system and the memory settings
 that differ), benchmarks with their sub-tasks and micro average as columns, then the suite's
 aggregates. --scaling DIR plots accuracy against memory.depth and memory.k (and each
@@ -230,8 +233,10 @@ def eval_cmd(
     --concurrency at once, each within --timeout seconds of work), scores every answer with the
     suite entry's metric and commits it. Prints the run's mean score at the end; see
     `hammr report RUN` for the full table and `hammr runs` for every stored run. Exit
-    status: 0 done (failed samples are stored as such), 2 bad input or configuration,
-    130 interrupted (run the same command again to resume).
+    status: 0 done (failed samples are stored as such), 1 the run FAILED (every sample, or
+    more than half for one cause, failed: its numbers are not results; the cause is named),
+    2 bad input or configuration (a stored run resumed with other settings is one), 130
+    interrupted (run the same command again to resume).
     """
     from hammr.eval.evaluate import (
         EvalError,
@@ -267,16 +272,20 @@ def eval_cmd(
         progress=progress,
     )
     try:
-        result = evaluate(request, note=lambda line: click.echo(line, err=True))
+        result = evaluate(request, note=lambda line: echo(line, err=True))
     except EvalError as e:
         fail(str(e), code=e.code)
     for line in result_lines(result):
-        click.echo(line)
-    click.echo(
-        f"table: hammr report {result.name}" + (f" --store {store_path}" if store_path else "")
-    )
+        echo(line)
+    echo(f"table: hammr report {result.name}" + (f" --store {store_path}" if store_path else ""))
     for line in result_warnings(result):
-        click.echo(line, err=True)
+        echo(line, err=True)
+    if result.verdict is not None:
+        retry = f"ask them again: `{eval_command(result.summary.info, store_path)} --retry-failed`"
+        fail(
+            f"run {result.name} FAILED: {result.verdict.text}; {result.verdict.next_step(retry)}",
+            code=1,
+        )
 
 
 @click.command("report", epilog=EPILOG_REPORT)
@@ -376,9 +385,9 @@ def report_cmd(
             store.close()
             fail(str(e))
         for plot in plots:
-            click.echo(f"wrote {plot.path} ({len(plot.series)} lines)", err=True)
+            echo(f"wrote {plot.path} ({len(plot.series)} lines)", err=True)
             for note in plot.notes:
-                click.echo(f"  note: {note}", err=True)
+                echo(f"  note: {note}", err=True)
     if html_out is not None:
         from hammr.web.static_report import write_report
 
@@ -388,7 +397,7 @@ def report_cmd(
             fail(str(e))
         finally:
             store.close()
-        click.echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
+        echo(f"wrote {html_out} ({size / 1e6:.1f} MB)", err=True)
         return
     try:
         if layout == "methods":
@@ -404,39 +413,44 @@ def report_cmd(
     finally:
         store.close()
     if out is None:
-        click.echo(safe_text(text), nl=False)  # run names and question types: a file's text
+        echo(safe_text(text), nl=False)  # run names and question types: a file's text
         return
     try:
         write_output(out, text)
     except OutputError as e:
         fail(str(e))
-    click.echo(f"wrote {out}", err=True)
+    echo(f"wrote {out}", err=True)
 
 
 @click.command("runs")
 @store_option
 def runs_cmd(store_path: Path | None) -> None:
-    """List the stored evaluation runs: name, suite, system, samples done, mean score, and
-    failed samples (error, timeout or llm_failure; `hammr eval ... --retry-failed`)."""
+    """List the stored evaluation runs: name, suite, system, samples done, mean score (FAILED
+    where every sample, or more than half for one cause, failed), and failed samples (error,
+    timeout or llm_failure; `hammr eval ... --retry-failed`)."""
+    from hammr.eval.run_health import stored_verdict
     from hammr.eval.store import FAILED_STATUSES, default_store_path
 
     store = open_store(store_path, create=False)
     if store is None:
         where = store_path or default_store_path()
-        click.echo(f"no runs in {where} (start one with `hammr eval`)", err=True)
+        echo(f"no runs in {where} (start one with `hammr eval`)", err=True)
         return
     try:
         rows = [("name", "suite", "system", "done", "mean", "failed", "created")]
         for name in store.run_names():
             s = store.summary(name)
             failed = sum(s.statuses.get(k, 0) for k in FAILED_STATUSES)
+            mean = f"{100 * s.mean:.1f}%" if s.done else "–"
+            if 2 * failed > s.done and stored_verdict(store, name) is not None:
+                mean = "FAILED"
             rows.append(
                 (  # names are the store's text: made safe for a terminal
                     safe_line(name),
                     safe_line(s.info.suite),
                     safe_line(s.info.system),
                     str(s.done),
-                    f"{100 * s.mean:.1f}%" if s.done else "–",
+                    mean,
                     str(failed),
                     s.info.created.replace("T", " ").removesuffix("+00:00"),
                 )
@@ -444,14 +458,14 @@ def runs_cmd(store_path: Path | None) -> None:
     finally:
         store.close()
     if len(rows) == 1:
-        click.echo(f"no runs in {store.path} (start one with `hammr eval`)", err=True)
+        echo(f"no runs in {store.path} (start one with `hammr eval`)", err=True)
         return
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         cells = [
             c.ljust(widths[i]) if i < 3 or i == 6 else c.rjust(widths[i]) for i, c in enumerate(r)
         ]
-        click.echo("  ".join(cells).rstrip())
+        echo("  ".join(cells).rstrip())
 
 
 __all__ = ["eval_cmd", "report_cmd", "runs_cmd"]

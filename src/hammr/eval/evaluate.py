@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hammr.config import Config
+    from hammr.eval.run_health import RunVerdict
     from hammr.eval.runner import EvalOutcome
-    from hammr.eval.store import RunSummary
+    from hammr.eval.store import RunInfo, RunSummary
 
 Echo = Callable[[str], None]
 
@@ -85,6 +86,8 @@ class EvalResult:
     store_path: Path
     timeout_s: float | None
     work: str
+    verdict: RunVerdict | None = None
+    """Why the run's numbers are not results (:mod:`hammr.eval.run_health`), or None."""
 
 
 def recorded_config(cfg: Any) -> dict[str, Any]:
@@ -116,6 +119,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     from hammr.config import ConfigError, load_config
     from hammr.eval.executors import ExecutorError
     from hammr.eval.job import EvalJob, resolve_judge, sample_timeout, work_counted
+    from hammr.eval.run_health import stored_verdict
     from hammr.eval.runner import EvalProgress, run_samples, sample_key
     from hammr.eval.runner import planned as plan_run
     from hammr.eval.store import RunStore, StoreError, default_store_path
@@ -159,7 +163,8 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             metrics_used=tuple(sorted({e.metric for e, _ in samples if isinstance(e.metric, str)})),
         )
         # Only the local executor answers here; Ray's workers each build their own (a bad
-        # configuration is then one line from the first worker that cannot start).
+        # configuration is then one line from the first worker that cannot start). Models
+        # are loaded later, by the first sample's setup.
         built = job.build() if r.executor == "local" else None
     except (ConfigError, LLMError, SpecError) as e:
         raise EvalError(str(e)) from None
@@ -194,22 +199,23 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
         store = RunStore(where_store)
     except (StoreError, OSError) as e:
         raise give_up(str(e)) from None
-    if r.retry_failed and store.run_info(name) is None:
+    stored_info = store.run_info(name)
+    if r.retry_failed and stored_info is None:
         store.close()
         raise give_up(
             f"--retry-failed: no run {name!r} in {store.path} to ask again; name a stored run "
             "(`hammr runs`), or leave out --retry-failed to start this one"
         )
+    # Refused before anything is asked: a resumed run must be asked as it was made.
+    refusal = None
+    if stored_info is not None and (stored_info.suite, stored_info.system) == (label, system_name):
+        # (another suite or system is open_run's to refuse, naming both)
+        refusal = _resume_refusal(stored_info, settings, config, "encvqa" in job.metrics_used)
+    if refusal is not None:
+        store.close()
+        raise give_up(refusal)
     try:
         info, created = store.open_run(name, label, system_name, config=config, settings=settings)
-        before = (info.settings.get("split"), info.settings.get("split_seed"))
-        if not created and before != (settings.get("split"), settings.get("split_seed")):
-            store.close()
-            was = f"the {before[0]} split (seed {before[1]})" if before[0] else "no split"
-            raise give_up(
-                f"run {name!r} was made with {was}; give this half its own --name, so the two "
-                "halves never mix in one run"
-            )
         # Held from here to the end: a second `hammr eval` on this run is refused in one
         # line naming this one, before it asks anything (see hammr.eval.driver_lock).
         hold = contextlib.ExitStack()
@@ -231,9 +237,9 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     if r.executor == "ray":
         where = f"{r.workers} Ray workers x {in_flight} at a time"
     if not created:
-        changed = sorted(
-            k for k in set(config) | set(info.config) if config.get(k) != info.config.get(k)
-        )
+        from hammr.eval.resume import config_changes
+
+        changed = config_changes(info.config, config)[1]  # the others were refused above
         note(f"resuming run {name}: {plan.skipped} of {plan.total} samples already done ({where})")
         if changed:
             note(f"note: settings differ from the run's start: {', '.join(changed)}")
@@ -298,20 +304,44 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             code=130,
         ) from None
     summary = store.summary(name)
+    verdict = stored_verdict(store, name)
     store_path = store.path
     hold.close()  # lets go of the run, then closes the store
-    return EvalResult(name, outcome, summary, store_path, budget, work)
+    return EvalResult(name, outcome, summary, store_path, budget, work, verdict)
+
+
+def _resume_refusal(
+    info: RunInfo, settings: Mapping[str, Any], config: Mapping[str, Any], judged: bool
+) -> str | None:
+    """Why the stored run ``info`` must not be resumed with these settings and this
+    configuration (:mod:`hammr.eval.resume`), or None."""
+    from hammr.eval.resume import resume_refusal
+
+    before = (info.settings.get("split"), info.settings.get("split_seed"))
+    if before != (settings.get("split"), settings.get("split_seed")):
+        was = f"the {before[0]} split (seed {before[1]})" if before[0] else "no split"
+        return (
+            f"run {info.name!r} was made with {was}; give this half its own --name, so the "
+            "two halves never mix in one run"
+        )
+    experiment = settings.get("experiment")
+    new_name = (
+        "rename with --prefix to keep both" if experiment else "give this evaluation its own --name"
+    )
+    return resume_refusal(info, settings, config, judged=judged, new_name=new_name)
 
 
 def result_lines(result: EvalResult) -> list[str]:
-    """The run's one-line summary, as ``hammr eval`` prints it at the end."""
+    """The run's one-line summary, as ``hammr eval`` prints it at the end (FAILED instead
+    of the mean score when the run's numbers are not results: :mod:`hammr.eval.run_health`)."""
     outcome, summary = result.outcome, result.summary
     rate = f", {outcome.per_second:.2f} questions/s" if outcome.ran else ""
     failed = ""
     if outcome.errors or outcome.timeouts:
         failed = f"; {outcome.errors} errors, {outcome.timeouts} timeouts (scored 0)"
+    score = "FAILED" if result.verdict else f"mean score {100 * summary.mean:.1f}%"
     return [
-        f"{result.name}: {summary.done} samples, mean score {100 * summary.mean:.1f}% "
+        f"{result.name}: {summary.done} samples, {score} "
         f"({outcome.ran} new in {outcome.elapsed_s:.1f} s{rate}; "
         f"{outcome.skipped} already done{failed})"
     ]

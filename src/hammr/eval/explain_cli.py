@@ -25,7 +25,7 @@ import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
 from hammr.output_file import OutputError, output_target, write_output
-from hammr.terminal_text import safe_markup, safe_text
+from hammr.terminal_text import echo, safe_console, safe_markup, safe_text
 
 if TYPE_CHECKING:
     from hammr.backends.llm.base import LLM
@@ -320,7 +320,6 @@ def print_table(
     *,
     official_padding: bool,
 ) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     done = [e for e in explained if e.explanation is not None]
@@ -358,7 +357,7 @@ def print_table(
                 table.add_row(label, f"{100 * scores.language[key]:.1f}")
             elif key in scores.unavailable:
                 table.add_row(label, "unavailable")
-    Console(highlight=False).print(table)
+    safe_console(highlight=False).print(table)
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -486,18 +485,18 @@ def explain_cmd(
             )
         print_table(run, explained, scores, official_padding=official_padding)
         if not references:
-            click.echo(
+            echo(
                 "nothing scored: no --suite/--data-dir with reference explanations was "
                 "given (MEVQA's carry them)"
             )
         elif scores is not None and not scores.scored:
-            click.echo(
+            echo(
                 f"nothing scored: none of the run's {len(explained)} samples has a "
                 f"reference in suite {label!r} (matched by dataset and sample id)"
             )
         elif scores is not None:
             if scores.language_error:
-                click.echo(
+                echo(
                     "hammr: warning: language metrics unavailable (detection and grounding "
                     f"are shown): {scores.language_error}",
                     err=True,
@@ -505,13 +504,13 @@ def explain_cmd(
             reasons = sorted(set(scores.unavailable.values()) - {scores.language_error})
             for reason in reasons:
                 which = [m for m, r in scores.unavailable.items() if r == reason]
-                click.echo(f"unavailable: {', '.join(which)}: {reason}")
+                echo(f"unavailable: {', '.join(which)}: {reason}")
             if not language:
-                click.echo("language metrics not computed (--no-language)")
+                echo("language metrics not computed (--no-language)")
         fell_back = [x for x in explained if x.fallback_reason]
         if fell_back:
             first = safe_text(str(fell_back[0].fallback_reason))  # may quote the model
-            click.echo(
+            echo(
                 f"hammr: warning: {len(fell_back)} LLM explanation(s) replaced by the "
                 f"template; first: {first}",
                 err=True,
@@ -527,7 +526,7 @@ def explain_cmd(
             write_output(out_path, "".join(rows), what="the .jsonl file")
         except OutputError as e:
             fail(str(e))
-        click.echo(f"wrote {out_path}", err=True)
+        echo(f"wrote {out_path}", err=True)
 
 
 __all__ = ["explain_cmd", "explain_records", "score_run", "stored_explanation"]

@@ -14,6 +14,10 @@ memory setting (its Fig. 2).
 
 Everything is computed from the scores sorted by (dataset, sample id), so a run that was
 interrupted and resumed gives exactly the table of one that ran in one go.
+
+A run whose samples are failures (every one, or more than half for one cause:
+:mod:`hammr.eval.run_health`) shows FAILED in every cell instead of its failures' zeros, and
+a footnote names the cause.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from hammr.eval.run_health import RunVerdict, stored_verdict
 from hammr.eval.store import FAILED_STATUSES, RunInfo, RunStore, ScoreRow, StoreError
 from hammr.eval.types import QUESTION_TYPES
 
 if TYPE_CHECKING:
     from hammr.eval.suites import SuiteAggregate
+
+FAILED_CELL = "FAILED"
+"""What every cell of a FAILED run (:mod:`hammr.eval.run_health`) shows instead of a number."""
 
 Format = Literal["markdown", "csv", "html"]
 FORMATS: tuple[Format, ...] = ("markdown", "csv", "html")
@@ -89,6 +97,14 @@ class Report:
     footnotes: list[str] = field(default_factory=list)
     ci_samples: int = 1000
     aggregates: list[AggregateRow] = field(default_factory=list)
+    verdicts: tuple[RunVerdict | None, ...] = ()
+    """One per run: why its numbers are not results (:mod:`hammr.eval.run_health`), or None.
+    The renderers write :data:`FAILED_CELL` in every cell of such a run; the cells keep the
+    computed numbers for callers that want them."""
+
+    def failed(self, index: int) -> RunVerdict | None:
+        """The verdict on the ``index``-th run (None: its numbers are results)."""
+        return self.verdicts[index] if index < len(self.verdicts) else None
 
     def render(self, fmt: Format = "markdown") -> str:
         if fmt == "csv":
@@ -259,9 +275,16 @@ def build_report(
         failed = [r.status for r in everything if r.status in FAILED_STATUSES]
         if failed:
             notes.append(f"{info.name}: {_counts(failed)} counted as wrong.")
+    verdicts = tuple(stored_verdict(store, info.name) for info in infos)
+    for info, verdict in zip(infos, verdicts, strict=True):
+        if verdict is not None:
+            notes.append(
+                f"{info.name}: {FAILED_CELL}, its numbers are not results: {verdict.text}; "
+                f"{verdict.next_step('ask them again with --retry-failed')}."
+            )
     aggregates, aggregate_notes = _aggregate_rows(infos, per_entry, samples=samples, seed=seed)
     notes += aggregate_notes
-    return Report(infos, rows, tuple(macro), notes, samples, aggregates)
+    return Report(infos, rows, tuple(macro), notes, samples, aggregates, verdicts)
 
 
 def _header(report: Report) -> list[str]:
@@ -272,8 +295,18 @@ def _subheader(report: Report) -> list[str]:
     return [f"{i.system} · {i.suite}" for i in report.runs]
 
 
-def _texts(cells: Sequence[Cell | None]) -> list[str]:
-    return [c.text() if c is not None else "–" for c in cells]
+def _texts(cells: Sequence[Cell | None], report: Report | None = None) -> list[str]:
+    """Each run's cell as text ('–': no sample; FAILED for a run whose numbers are not
+    results)."""
+    out: list[str] = []
+    for i, c in enumerate(cells):
+        if c is None:
+            out.append("–")
+        elif report is not None and report.failed(i) is not None:
+            out.append(FAILED_CELL)
+        else:
+            out.append(c.text())
+    return out
 
 
 def _totals(report: Report) -> list[str]:
@@ -284,9 +317,12 @@ def render_markdown(report: Report) -> str:
     head = ["", *_header(report)]
     body = [
         ["*system · suite*", *_subheader(report)],
-        *([row.label, *_texts(row.cells)] for row in report.rows),
-        *([agg.label, *_texts(agg.cells)] for agg in report.aggregates),
-        ["**Macro average**", *(f"**{t}**" if t != "–" else t for t in _texts(report.macro))],
+        *([row.label, *_texts(row.cells, report)] for row in report.rows),
+        *([agg.label, *_texts(agg.cells, report)] for agg in report.aggregates),
+        [
+            "**Macro average**",
+            *(f"**{t}**" if t != "–" else t for t in _texts(report.macro, report)),
+        ],
         ["*samples*", *_totals(report)],
     ]
     return markdown_table(head, body, report.footnotes)
@@ -321,9 +357,11 @@ def render_csv(report: Report) -> str:
 
     def cells(cs: Sequence[Cell | None]) -> list[str]:
         out: list[str] = []
-        for c in cs:
+        for i, c in enumerate(cs):
             if c is None:
                 out += ["", "", "", "0"]
+            elif report.failed(i) is not None:  # no number: its scores are failures' zeros
+                out += ["", "", "", str(c.n)]
             else:
                 out += [f"{100 * c.mean:.2f}", f"{100 * c.low:.2f}", f"{100 * c.high:.2f}"]
                 out.append(str(c.n))
@@ -334,7 +372,20 @@ def render_csv(report: Report) -> str:
     for agg in report.aggregates:
         w.writerow([agg.label, "", " + ".join(agg.entries), *cells(agg.cells)])
     w.writerow(["macro average", "", "", *cells(report.macro)])
+    if any(v is not None for v in report.verdicts):
+        status: list[str] = []
+        for i in range(len(report.runs)):
+            verdict = report.failed(i)
+            status += [f"{FAILED_CELL}: {verdict.text}" if verdict else "ok", "", "", ""]
+        w.writerow(["run status", "", "", *status])
     return buf.getvalue()
+
+
+def _html_cell(text: str, *, bold: bool = False) -> str:
+    shown = f"<b>{html.escape(text)}</b>" if bold else html.escape(text)
+    if text == FAILED_CELL:
+        return f'<td class="failed">{shown}</td>'
+    return f"<td>{shown}</td>"
 
 
 def render_html(report: Report) -> str:
@@ -350,9 +401,9 @@ def render_html(report: Report) -> str:
     ]
     labelled: list[ReportRow | AggregateRow] = [*report.rows, *report.aggregates]
     for row in labelled:
-        tds = "".join(f"<td>{e(t)}</td>" for t in _texts(row.cells))
+        tds = "".join(_html_cell(t) for t in _texts(row.cells, report))
         lines.append(f"<tr><th>{e(row.label)}</th>{tds}</tr>")
-    tds = "".join(f"<td><b>{e(t)}</b></td>" for t in _texts(report.macro))
+    tds = "".join(_html_cell(t, bold=True) for t in _texts(report.macro, report))
     lines.append(f"<tr><th>Macro average</th>{tds}</tr>")
     tds = "".join(f"<td>{e(t)}</td>" for t in _totals(report))
     lines.append(f"<tr><th><i>samples</i></th>{tds}</tr>")

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from hammr.agents.system import System
 from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import Metric, RunRecord, Sample
+from hammr.terminal_text import safe_console
 from hammr.tools.base import ToolContext
 from hammr.trace import Trace
 from hammr.values import DEFAULT_MAX_PIXELS, Image, Value
@@ -548,7 +549,6 @@ class EvalProgress:
 
     def __enter__(self) -> EvalProgress:
         if self.enabled:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -566,7 +566,7 @@ class EvalProgress:
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=safe_console(stderr=True),
                 transient=False,
             )
             self._progress.__enter__()

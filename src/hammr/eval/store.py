@@ -92,9 +92,15 @@ CREATE TABLE IF NOT EXISTS drivers (
     pid         INTEGER NOT NULL,
     pid_started TEXT NOT NULL,
     since       TEXT NOT NULL,
-    heartbeat   REAL NOT NULL
+    heartbeat   REAL NOT NULL,
+    pid_ns      TEXT NOT NULL DEFAULT ''
 );
 """
+_DRIVER_NAMESPACE = ("pid_ns", "TEXT NOT NULL DEFAULT ''")
+"""The drivers' PID namespace (see :mod:`hammr.eval.driver_lock`): added to a store made
+before it by the first driver that holds a run there (never by a reading command); a row
+without it reads as ``''``, judged by its host name alone."""
+_DRIVER_COLUMNS = "token, host, pid, pid_started, since, heartbeat"
 
 # Columns added by schema version 2 (filled when a sample is added; a store made before them
 # gets them on open, backfilled from the stored traces): see :func:`trace_facets`.
@@ -259,11 +265,16 @@ class RunStore(SqliteFile):
         :class:`~hammr.sqlite_file.SqliteFile`."""
         super().__init__(path, _SCHEMA, error=StoreError, what="run store", create=create)
         try:
-            self._migrate()
-            if self._db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            with self._lock:  # the connection is shared with this process's other objects
+                current = self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+                if self.read_only and not current:
+                    raise sqlite3.DatabaseError(self.OLDER)
+                if not self.read_only:
+                    self._migrate()
+                    if not current:
+                        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
-            self._db.close()
+            self.close()
             raise StoreError(f"{self.path}: not a usable run store ({e})") from None
 
     def _migrate(self) -> None:
@@ -523,25 +534,31 @@ class RunStore(SqliteFile):
 
     def driver(self, run: str) -> Driver | None:
         """The process recorded as driving ``run`` (alive or not), if any."""
-        rows = self._query(
-            "SELECT token, host, pid, pid_started, since, heartbeat FROM drivers WHERE run = ?",
-            (run,),
-        )
-        return Driver(*rows[0]) if rows else None
+        with self._lock:
+            return self._driver_row(self._db, run)
+
+    @staticmethod
+    def _driver_row(db: sqlite3.Connection, run: str) -> Driver | None:
+        have = {r[1] for r in db.execute("PRAGMA table_info(drivers)")}
+        namespace = _DRIVER_NAMESPACE[0] if _DRIVER_NAMESPACE[0] in have else "''"
+        row = db.execute(
+            f"SELECT {_DRIVER_COLUMNS}, {namespace} FROM drivers WHERE run = ?", (run,)
+        ).fetchone()
+        return Driver(*row) if row is not None else None
 
     def _take_driver(self, run: str, me: Driver, lease_s: float) -> Driver | None:
         """Record ``me`` as the driver of ``run`` unless a live one holds it (returned)."""
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT token, host, pid, pid_started, since, heartbeat FROM drivers WHERE run = ?",
-                (run,),
-            ).fetchone()
-            if row is not None and is_alive(Driver(*row), lease_s=lease_s):
-                return Driver(*row)
+            holder = self._driver_row(db, run)
+            if holder is not None and is_alive(holder, lease_s=lease_s):
+                return holder
+            name, kind = _DRIVER_NAMESPACE
+            if name not in {r[1] for r in db.execute("PRAGMA table_info(drivers)")}:
+                db.execute(f"ALTER TABLE drivers ADD COLUMN {name} {kind}")  # an older store
             db.execute(
-                "INSERT OR REPLACE INTO drivers (run, token, host, pid, pid_started, since, "
-                "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run, me.token, me.host, me.pid, me.pid_started, me.since, me.heartbeat),
+                f"INSERT OR REPLACE INTO drivers (run, {_DRIVER_COLUMNS}, {name}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run, me.token, me.host, me.pid, me.pid_started, me.since, me.heartbeat, me.pid_ns),
             )
         return None
 

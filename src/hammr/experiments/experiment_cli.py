@@ -14,7 +14,7 @@ import click
 from hammr.cli_common import config_option, fail, store_option
 from hammr.eval.executors import EXECUTORS
 from hammr.experiments.report_cli import prefix_option, report_cmd
-from hammr.terminal_text import safe_line
+from hammr.terminal_text import echo, safe_line, safe_text
 
 if TYPE_CHECKING:
     from hammr.experiments.spec import Experiment
@@ -61,7 +61,7 @@ def list_cmd() -> None:
 
     names = bundled_names()
     if not names:
-        click.echo("no bundled experiments", err=True)
+        echo("no bundled experiments", err=True)
         return
     rows: list[tuple[str, ...]] = []
     for name in names:
@@ -74,7 +74,7 @@ def list_cmd() -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         cells = [r[i].ljust(widths[i]) for i in range(3)]
-        click.echo(safe_line("  ".join([*cells, r[3]]).rstrip()))
+        echo(safe_line("  ".join([*cells, r[3]]).rstrip()))
 
 
 def _value(value: Any) -> str:
@@ -154,7 +154,7 @@ def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None
         out.append("deviations from the paper:")
         out.extend(f"  - {d}" for d in e.deviations)
     for line in out:
-        click.echo(safe_line(line))
+        echo(safe_line(line))
 
 
 def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> dict[str, Any]:
@@ -167,7 +167,7 @@ def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> 
         return {}
     try:
         with RunStore(where, create=False) as store:
-            return dict(step_states(store, e, prefix=prefix, demo=demo))
+            return step_states(store, e, prefix=prefix, demo=demo)
     except StoreError as err:
         fail(str(err))
     except OSError as err:
@@ -224,6 +224,11 @@ def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> 
     help="Who decides EncVQA answers that are not exact matches (as `hammr eval --judge`).",
 )
 @click.option(
+    "--bem-checkpoint",
+    type=click.Path(path_type=Path),
+    help="A local BEM checkpoint for --judge bem (the paper's judge for Encyclopedic-VQA).",
+)
+@click.option(
     "--retry-failed",
     is_flag=True,
     help="Ask again the stored samples that failed (error, timeout, llm_failure).",
@@ -248,6 +253,7 @@ def run_cmd(
     concurrency: int | None,
     timeout_s: float | None,
     judge: str,
+    bem_checkpoint: Path | None,
     retry_failed: bool,
     store_path: Path | None,
     config_path: Path | None,
@@ -259,11 +265,16 @@ def run_cmd(
     as [PREFIX][demo.]EXPERIMENT.RUN, each memory step a `hammr memory build|reflect|
     insights` into a file beside the store. Resumable: a finished run is not asked again, a
     killed one asks only its missing samples. A suite whose files are missing under
-    --data-dir is skipped with a warning (its cells say why). Exit status: 0 every step with
-    data finished, 1 a step failed or stopped partway, 2 bad input (nothing ran), 130
-    interrupted (run the same command again to resume).
+    --data-dir is skipped with a warning (its cells say why). A run whose samples failed
+    (every one, or more than half for one cause, e.g. images missing from --data-dir) is a
+    failed step, named with its cause; --retry-failed asks them again. A stored run made
+    with another model or another setting that changes answers is refused in one line:
+    give --prefix to keep both. Exit status: 0 every step with data finished, 1 a step
+    failed or stopped partway, 2 bad input (nothing ran), 130 interrupted (run the same
+    command again to resume).
     """
     from hammr.experiments.runner import RunnerError, RunOptions, run_experiment
+    from hammr.experiments.state import RecordError
 
     e = _load(name_or_file)
     if data_dir is None:
@@ -288,21 +299,26 @@ def run_cmd(
         concurrency=concurrency,
         timeout_s=timeout_s,
         judge=judge,
+        bem_checkpoint=bem_checkpoint,
         retry_failed=retry_failed,
         progress=progress,
     )
     try:
-        outcome = run_experiment(e, options, note=lambda line: click.echo(line, err=True))
+        outcome = run_experiment(  # a note quotes reasons: a data file's or a model's text
+            e, options, note=lambda line: echo(safe_text(line), err=True)
+        )
     except RunnerError as err:
         fail(str(err), code=err.code)
+    except RecordError as err:  # the record could not be written after a step (a full disk)
+        fail(f"{err}; what the steps stored is in the run store, and a new run goes on from it")
     done = sum(1 for s in outcome.states.values() if s.status == "done")
-    click.echo(
+    echo(
         f"{e.name}: {done} of {len(outcome.states)} steps done "
         f"({len(outcome.ran)} worked on now, {len(outcome.skipped)} already done)"
     )
     for state in outcome.states.values():
         if state.status != "done":
-            click.echo(safe_line(f"  {state.kind} {state.name}: {state.status}: {state.reason}"))
+            echo(safe_line(f"  {state.kind} {state.name}: {state.status}: {state.reason}"))
     report = f"hammr experiment report {name_or_file}"
     if prefix:
         report += f" --prefix {prefix}"
@@ -310,7 +326,7 @@ def run_cmd(
         report += " --demo"
     if store_path is not None:
         report += f" --store {store_path}"
-    click.echo(f"table: {report}")
+    echo(f"table: {report}")
     raise SystemExit(outcome.exit_code)
 
 

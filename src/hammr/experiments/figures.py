@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hammr.experiments.spec import Figure
+from hammr.input_file import read_input_bytes
 
 if TYPE_CHECKING:
     from hammr.eval.store import RunStore
@@ -40,7 +41,8 @@ def png_img(data: bytes, alt: str) -> str:
 def _stored_runs(
     store: RunStore | None, report: ExperimentReport, figure: Figure
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """((run, stored name) for the figure's runs with samples, notes for the others)."""
+    """((run, stored name) for the figure's runs with samples that are results, notes for
+    the others: not run, or failed (:func:`hammr.experiments.state.step_states`))."""
     found: list[tuple[str, str]] = []
     notes: list[str] = []
     for run in figure.runs:
@@ -49,6 +51,9 @@ def _stored_runs(
         if store is None or store.run_info(stored) is None or store.count(stored) == 0:
             why = state.reason if state is not None and state.reason else "not run yet"
             notes.append(f"{run}: {why}")
+            continue
+        if state is not None and state.status == "failed":  # its samples are failures
+            notes.append(f"{run}: failed: {state.reason}")
             continue
         if state is not None and state.status == "partial":
             notes.append(f"{run}: partial ({state.reason})")
@@ -123,7 +128,7 @@ def _scaling(
             notes += plot.notes
             path = plot_scaling(plot, Path(tmp) / f"{stem}.png", title=f"{stem}: accuracy vs {key}")
             out.append(f"<h3>{_e(stem)}</h3>")
-            out.append(png_img(path.read_bytes(), f"accuracy against {key}"))
+            out.append(png_img(read_input_bytes(path), f"accuracy against {key}"))
     return out
 
 

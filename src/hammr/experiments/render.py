@@ -165,10 +165,12 @@ def render_rich(report: ExperimentReport) -> list[RenderableType]:
     with ours minus the paper's (left out where no cell has both). An empty cell holds a
     short mark and a footnote number; the reasons follow the table, each once, then the
     deviations. Headers and labels wrap rather than being cut, and the columns are fitted to
-    the terminal's width (:func:`fit_widths`). Stored text is never read as markup."""
+    the terminal's width (:func:`fit_widths`). Stored text is never read as markup, and
+    every text from the experiment file or the store (titles, labels, notes, reasons,
+    deviations, a stored model's name) goes through :mod:`hammr.terminal_text` first."""
     from rich.text import Text
 
-    from hammr.terminal_text import safe_markup
+    from hammr.terminal_text import safe_markup, safe_text
 
     e = report.experiment
     out: list[RenderableType] = []
@@ -184,7 +186,7 @@ def render_rich(report: ExperimentReport) -> list[RenderableType]:
         if t.deviations:
             out.append(Text.from_markup("[bold]Deviations from the paper[/bold]"))
             out.append(_hanging([("•", d) for d in t.deviations], indent=2))
-    out += [Text(n, style="dim") for n in report.notes]
+    out += [Text(safe_text(n), style="dim") for n in report.notes]
     return out
 
 
@@ -194,9 +196,12 @@ def _table(report: ExperimentReport, t: TableResult) -> _FittedTable:
     from rich.table import Table as RichTable
     from rich.text import Text
 
+    from hammr.terminal_text import safe_line, safe_text
+
     notes = table_footnotes(t)
     headers = [
-        column.label + column_unit(report, t.table, j) for j, column in enumerate(t.table.columns)
+        safe_line(column.label) + column_unit(report, t.table, j)
+        for j, column in enumerate(t.table.columns)
     ]
     lines: list[tuple[Text, list[Text], str]] = []  # (label, cells, what the line is)
     for i, (row, cells) in enumerate(zip(t.table.rows, t.cells, strict=True)):
@@ -210,7 +215,7 @@ def _table(report: ExperimentReport, t: TableResult) -> _FittedTable:
                 ours.append(Text(cell_mark(c), style="italic") + mark)
             paper.append(Text(PAPER_SHORT if c.paper is None else c.paper_text()))
             diff.append(Text(c.diff_text()))
-        lines.append((Text(row.label, style="bold"), ours, "ours"))
+        lines.append((Text(safe_line(row.label), style="bold"), ours, "ours"))
         lines.append((Text("  paper"), paper, "paper"))
         if any(d.plain for d in diff):
             lines.append((Text("  Δ"), diff, "diff"))
@@ -226,9 +231,9 @@ def _table(report: ExperimentReport, t: TableResult) -> _FittedTable:
 
     def build(widths: Sequence[int] | None) -> RichTable:
         rt = RichTable(
-            title=Text(f"{t.table.title} — {t.table.source}"),
+            title=Text(safe_line(f"{t.table.title} — {t.table.source}")),
             title_justify="left",
-            caption=Text(t.table.note) if t.table.note else None,
+            caption=Text(safe_text(t.table.note)) if t.table.note else None,
             caption_justify="left",
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -258,16 +263,19 @@ def _table(report: ExperimentReport, t: TableResult) -> _FittedTable:
 
 def _hanging(lines: Sequence[tuple[str, str]], *, indent: int = 0) -> RenderableType:
     """``(mark, text)`` lines with the text wrapped under itself, not under the mark; the
-    text is plain (never read as markup)."""
+    text is plain (never read as markup) and made safe for a terminal (a footnote quotes a
+    stored reason, a deviation the file or a stored model's name)."""
     from rich.padding import Padding
     from rich.table import Table as RichTable
     from rich.text import Text
+
+    from hammr.terminal_text import safe_text
 
     grid = RichTable.grid(padding=(0, 1))
     grid.add_column(no_wrap=True, justify="right")
     grid.add_column(overflow="fold")
     for mark, text in lines:
-        grid.add_row(Text(mark), Text(text))
+        grid.add_row(Text(safe_text(mark)), Text(safe_text(text)))
     return Padding(grid, (0, 0, 0, indent)) if indent else grid
 
 

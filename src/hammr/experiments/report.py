@@ -5,10 +5,11 @@ the reference explanations an ``explain:`` cell scores against) and gives, per `
 of the experiment file, one :class:`CellResult` per (row, column): our value with the half
 width of its 95% bootstrap interval, the paper's number, ours minus the paper's, and where
 the cell cannot be filled a short reason (the run is not run yet, its suite's data was
-missing, it stopped part way). Under every table go the file's deviations and those read
-from the runs themselves (:func:`table_deviations`): settings that differ from what the paper
-ran (:func:`hammr.paper_settings.differences`), the LLM each run used, how many samples it
-has against the paper's, and the demo data.
+missing, it stopped part way, its samples failed: :mod:`hammr.eval.run_health`). Under
+every table go the file's deviations and those read from the runs themselves
+(:func:`table_deviations`): settings that differ from what the paper ran
+(:func:`hammr.paper_settings.differences`), the LLM each run used, how many samples it has
+against the paper's, and the demo data.
 
 The numbers are the existing reports' own: ``type:``, ``entry:`` and ``overall`` cells are
 the mean score with :func:`hammr.eval.stats.bootstrap_ci` (as ``hammr report`` computes each
@@ -571,10 +572,13 @@ def build_report(
 ) -> ExperimentReport:
     """Every table of ``experiment`` filled from ``store`` (None: nothing is stored yet).
 
-    ``states`` defaults to :func:`hammr.experiments.state.step_states`; ``labels`` maps a
-    run (its name in the file, or in the store) to its labelled CSV for ``label:`` cells;
-    ``data_dir`` overrides the data folder ``explain:`` cells read references from.
-    ReportError for a --labels file that cannot be read or names no run of the file."""
+    ``states`` defaults to :func:`hammr.experiments.state.step_states`, where a run whose
+    stored samples are failures (:mod:`hammr.eval.run_health`) is ``failed`` with the
+    cause, so its cells are empty and say why, never a score of failures' zeros.
+    ``labels`` maps a run (its name in the file, or in the store) to its labelled CSV for
+    ``label:`` cells; ``data_dir`` overrides the data folder ``explain:`` cells read
+    references from. ReportError for a --labels file that cannot be read or names no run of
+    the file."""
     if states is None:
         if store is None:
             states = {}

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from hammr.cli_common import fail, open_store, store_option
+from hammr.terminal_text import echo, safe_console
 
 EPILOG_REPORT = """\
 \b
@@ -40,6 +41,27 @@ def _labels(values: tuple[str, ...]) -> dict[str, Path]:
             fail(f"--labels {value!r}: write RUN=FILE (a run of the experiment and its CSV)")
         out[run.strip()] = Path(path.strip())
     return out
+
+
+def _no_store(experiment: str, store_path: Path | None, *, prefix: str, demo: bool) -> str:
+    """The line a report of a store that does not exist stops with: where it looked, and the
+    command that fills it (a table of nothing but "not run yet" would hide a mistyped
+    --store)."""
+    import shlex
+
+    from hammr.eval.store import default_store_path
+
+    where = store_path if store_path is not None else default_store_path()
+    command = ["hammr", "experiment", "run", experiment]
+    command += ["--demo"] if demo else ["--data-dir", "DIR"]
+    if prefix:
+        command += ["--prefix", prefix]
+    if store_path is not None:
+        command += ["--store", str(store_path)]
+    return (
+        f"no run store at {where}: nothing of this experiment is run there yet; "
+        f"`{shlex.join(command)}` fills it (or give --store the store the runs went to)"
+    )
 
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -119,7 +141,6 @@ def report_cmd(
     ci_samples: int,
 ) -> None:
     """Print an experiment's tables: ours beside the paper's numbers, with the deviations."""
-    from rich.console import Console
 
     from hammr.eval.store import StoreError
     from hammr.experiments import ExperimentError, load_experiment
@@ -139,6 +160,8 @@ def report_cmd(
             except OutputError as e:
                 fail(str(e))
     store = open_store(store_path, create=False)
+    if store is None:
+        fail(_no_store(experiment, store_path, prefix=prefix, demo=demo))
     try:
         report = build_report(
             store,
@@ -154,22 +177,22 @@ def report_cmd(
             from hammr.experiments.figures import figures_html
 
             figures = figures_html(store, report, data_dir=data_dir, samples=ci_samples)
-    except (ReportError, StoreError, OutputError) as e:
-        fail(str(e))
+    except (ReportError, StoreError, OutputError, ExperimentError) as e:
+        fail(str(e))  # ExperimentError: the record beside the store is no file to read
     finally:
         if store is not None:
             store.close()
-    console = Console(highlight=False)
+    console = safe_console(highlight=False)
     for part in render_rich(report):
         console.print(part)
     try:
         if csv_out is not None:
             write_output(csv_out, render_csv(report), what="the CSV file")
-            click.echo(f"wrote {csv_out}", err=True)
+            echo(f"wrote {csv_out}", err=True)
         if html_out is not None:
             page = render_html(report, figures=figures, viewer=viewer)
             write_output(html_out, page, what="the HTML file")
-            click.echo(f"wrote {html_out}", err=True)
+            echo(f"wrote {html_out}", err=True)
     except OutputError as e:
         fail(str(e))
 

@@ -10,15 +10,21 @@ build | reflect | insights`` as a function, writing its file beside the store
 Idempotent and resumable:
 
 * before anything starts, every stored run's identity (system, suite and entries, split,
-  limit, seeds, step limit, settings, the memory it reads, data folder, demo) is compared
-  with what this invocation would run; any difference refuses the whole command, naming the
-  run and the first differing setting (:class:`RunnerError`);
+  limit, seeds, step limit, settings, the memory it reads, data folder, demo) and its
+  configuration (the model, and every other setting that changes answers:
+  :mod:`hammr.eval.resume`) are compared with what this invocation would run; any
+  difference refuses the whole command, naming the run and the first differing setting
+  (:class:`RunnerError`), so no run's cells ever mix two models;
 * a run whose planned samples are all stored is skipped without building its system or its
   model (no model call); a killed run asks only its missing samples (the eval runner skips
   stored ones, so nothing is counted twice); a memory file made from the same identity is
   kept;
 * a suite whose files are missing under the data folder makes that run ``no_data`` (and the
   steps that need it), with the reason; the other runs still go.
+
+A run whose stored samples are failures (every one, or more than half for one cause:
+:mod:`hammr.eval.run_health`) is a failed step, named with its cause, whether it ran now or
+before; the steps that need it do not run, the others still do.
 
 Exit status (:attr:`ExperimentOutcome.exit_code`): 0 when every step with data finished
 (steps without data are warned about, one line each), 1 when a step failed or stopped
@@ -42,7 +48,10 @@ from hammr.experiments.spec import (
     stored_run_name,
 )
 from hammr.experiments.state import (
+    RecordError,
     StepState,
+    check_record,
+    failed_reason,
     fingerprint,
     memory_path,
     read_record,
@@ -105,8 +114,21 @@ class RunOptions:
     concurrency: int | None = None
     timeout_s: float | None = None
     judge: str = "auto"
+    bem_checkpoint: Path | None = None
     retry_failed: bool = False
     progress: bool | None = None
+
+
+def _judge_problem(options: RunOptions) -> str | None:
+    """Why --judge and --bem-checkpoint cannot judge every run (as ``hammr eval`` says)."""
+    checkpoint = options.bem_checkpoint
+    if options.judge == "bem" and checkpoint is None:
+        return "--judge bem needs --bem-checkpoint PATH"
+    if checkpoint is not None and options.judge not in ("bem", "auto"):
+        return f"--bem-checkpoint goes with --judge bem (or auto), not --judge {options.judge}"
+    if checkpoint is not None and not checkpoint.expanduser().is_dir():
+        return f"--bem-checkpoint {checkpoint}: no such folder (a local BEM checkpoint)"
+    return None
 
 
 @dataclass
@@ -275,10 +297,19 @@ def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | N
 
 
 def check_identities(
-    experiment: Experiment, steps: list[PlannedRun | PlannedMemory], store: RunStore, record: Any
+    experiment: Experiment,
+    steps: list[PlannedRun | PlannedMemory],
+    store: RunStore,
+    record: Any,
+    configs: Mapping[str, Config] | None = None,
 ) -> None:
     """Refuse (RunnerError, one line) when a stored run or memory file of this experiment was
-    made otherwise than this invocation would make it."""
+    made otherwise than this invocation would make it: its identity, or (``configs``: step
+    key -> the configuration this invocation gives it) a setting of its configuration that
+    changes answers, the model above all (:func:`hammr.eval.resume.config_changes`)."""
+    from hammr.eval.evaluate import recorded_config
+    from hammr.eval.resume import config_changes
+
     for step in steps:
         if isinstance(step, PlannedRun):
             info = store.run_info(step.stored_as)
@@ -291,6 +322,9 @@ def check_identities(
                     f"{step.stored_as!r} that this experiment did not make; rename with --prefix"
                 )
             diff = _first_difference(stored, step.identity)
+            cfg = (configs or {}).get(step_key(step.run))
+            if diff is None and cfg is not None:
+                diff = config_changes(info.config, recorded_config(cfg))[0]
             if diff is not None:
                 raise RunnerError(
                     f"run {step.run.name!r} is stored as {step.stored_as!r} with {diff}; "
@@ -374,6 +408,9 @@ def run_experiment(
         validate(experiment, agent_dir=str(base.get("agent.dir") or ""))
     except ExperimentError as e:
         raise RunnerError(str(e)) from None
+    judge_problem = _judge_problem(options)
+    if judge_problem is not None:  # refused before any step makes the store
+        raise RunnerError(judge_problem)
     steps = plan(experiment, options)
     data_dir = options.data_dir.expanduser()
     if not data_dir.is_dir():
@@ -381,13 +418,16 @@ def run_experiment(
     store_path = _store_path(options)
     record_path = state_path(store_path, experiment.name, prefix=options.prefix, demo=options.demo)
     try:
+        check_record(record_path)
+    except RecordError as e:
+        raise RunnerError(str(e)) from None
+    try:
         store = RunStore(store_path)
     except (StoreError, OSError) as e:
         raise RunnerError(str(e)) from None
     outcome = ExperimentOutcome()
     try:
         record = read_record(record_path)
-        check_identities(experiment, steps, store, record)
         # configurations first: a bad setting refuses the whole command before anything runs
         configs: dict[str, Config] = {}
         for step in steps:
@@ -396,6 +436,7 @@ def run_experiment(
                 configs[key] = _run_config(base, experiment, step)
             else:
                 configs[key] = _memory_config(base, experiment, step)
+        check_identities(experiment, steps, store, record, configs)
         blocked: dict[str, str] = {}  # step key -> why it cannot go (a step it needs did not)
         total = len(steps)
         for i, step in enumerate(steps, 1):
@@ -469,9 +510,10 @@ def _do_run(
         return
     run_plan, _ = planned(store, step.stored_as, samples, retry_failed=options.retry_failed)
     if store.run_info(step.stored_as) is not None and not run_plan.todo:
-        update_record(record_path, key, {"status": "done"})
-        outcome.skipped.append(key)
-        note(f"{head}: done ({run_plan.total} samples stored)")
+        if not _failed(store, step, key, head, record_path, blocked, note):
+            update_record(record_path, key, {"status": "done"})
+            outcome.skipped.append(key)
+            note(f"{head}: done ({run_plan.total} samples stored)")
         return
     request = EvalRequest(
         suite=step.suite,
@@ -487,6 +529,7 @@ def _do_run(
         store_path=store.path,
         retry_failed=options.retry_failed and store.run_info(step.stored_as) is not None,
         judge=options.judge,
+        bem_checkpoint=options.bem_checkpoint,
         max_steps=run.max_steps,
         executor=options.executor,
         ray_address=options.ray_address,
@@ -518,9 +561,33 @@ def _do_run(
         blocked[key] = reason
         note(f"hammr: warning: {head}: failed: {reason}")
         return
-    update_record(record_path, key, {"status": "done"})
     for line in result_lines(result):
         note(f"{head}: {line}")
+    if not _failed(store, step, key, head, record_path, blocked, note):
+        update_record(record_path, key, {"status": "done"})
+
+
+def _failed(
+    store: RunStore,
+    step: PlannedRun,
+    key: str,
+    head: str,
+    record_path: Path,
+    blocked: dict[str, str],
+    note: Echo,
+) -> bool:
+    """Whether the stored run is FAILED (:mod:`hammr.eval.run_health`); if so it is recorded
+    failed with the cause, the steps that need it are blocked, and a warning names it."""
+    from hammr.eval.run_health import stored_verdict
+
+    verdict = stored_verdict(store, step.stored_as)
+    if verdict is None:
+        return False
+    reason = failed_reason(verdict)
+    update_record(record_path, key, {"status": "failed", "reason": reason})
+    blocked[key] = f"failed: {reason}"
+    note(f"hammr: warning: {head}: failed: {reason}")
+    return True
 
 
 def _do_memory(

@@ -74,6 +74,7 @@ paper's numbers); :mod:`hammr.experiments.validate` checks what it names against
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -447,11 +448,13 @@ def _read_table(r: _Reader, source: str) -> Table:
                 )
             value = paper[column.label]
             ok = value == NOT_REPORTED or (
-                isinstance(value, int | float) and not isinstance(value, bool)
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)  # TOML reads nan and inf as floats
             )
             if not ok:
                 raise rr.fail(
-                    f"paper value for {column.label!r} must be a number or "
+                    f"paper value for {column.label!r} must be a finite number or "
                     f'"{NOT_REPORTED}", got {value!r}'
                 )
         extra = sorted(set(paper) - {c.label for c in columns})

@@ -25,9 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hammr.experiments.spec import Experiment, MemoryStep, Run, stored_run_name
+from hammr.experiments.spec import (
+    Experiment,
+    ExperimentError,
+    MemoryStep,
+    Run,
+    stored_run_name,
+)
+from hammr.input_file import input_problem, read_input_text
+from hammr.output_file import OutputError, output_target, write_output
 
 if TYPE_CHECKING:
+    from hammr.eval.run_health import RunVerdict
     from hammr.eval.store import RunStore
 
 StepStatus = Literal["done", "partial", "no_data", "failed", "not_run"]
@@ -80,12 +89,48 @@ def fingerprint(identity: Mapping[str, Any]) -> str:
 # --- the JSON record ---------------------------------------------------------------------------
 
 
+class RecordError(ExperimentError):
+    """The record beside the store cannot be read or written as a file (its folder is a
+    file, the record is a folder or a FIFO, the disk is full...): one line naming it."""
+
+
+def check_record(path: Path) -> None:
+    """RecordError when the record (or the folder it goes in) is in a state no run could
+    write it in; checked before an experiment starts, so nothing runs only to fail at its
+    first record. Nothing is opened."""
+    folder = path.parent
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise RecordError(
+            f"{folder} is not a folder: experiments keep their records and memory files "
+            "there; move it away, or use another --store"
+        )
+    if os.path.lexists(path):
+        problem = input_problem(path)
+        if problem is not None:
+            raise RecordError(
+                f"the experiment record {path} {problem}; remove it (it is rebuilt from the "
+                "run store)"
+            )
+    try:
+        output_target(path, "the experiment record")
+    except OutputError as e:
+        raise RecordError(str(e)) from None
+
+
 def read_record(path: Path) -> dict[str, dict[str, Any]]:
     """The steps of an experiment's record (``{"run:NAME": {...}}``); empty when there is
-    none yet or it is unreadable (it is rebuilt by the next run)."""
+    none yet or it is not a record (it is rebuilt by the next run). RecordError when it is
+    no file to read (a folder, a FIFO: see :func:`check_record`)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = json.loads(read_input_text(path))
+    except FileNotFoundError:
+        return {}
+    except NotADirectoryError:
+        check_record(path)  # says what is in the way
+        return {}
+    except OSError as e:
+        raise RecordError(f"cannot read the experiment record {path}: {e.strerror or e}") from None
+    except ValueError:
         return {}
     steps = doc.get("steps") if isinstance(doc, dict) else None
     if not isinstance(steps, dict):
@@ -94,13 +139,15 @@ def read_record(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_record(path: Path, steps: Mapping[str, Mapping[str, Any]]) -> None:
-    """Replace the record at once (written beside, then renamed: a killed runner never
-    leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    """Replace the record at once (through :mod:`hammr.output_file`: written beside, then
+    renamed, so a killed runner never leaves half a file); RecordError, one line, when it
+    cannot be written."""
+    check_record(path)
     doc = {"version": STATE_VERSION, "steps": {k: dict(v) for k, v in steps.items()}}
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        write_output(path, json.dumps(doc, indent=2, sort_keys=True, default=str))
+    except OutputError as e:
+        raise RecordError(f"cannot write the experiment record {path}: {e.reason}") from None
 
 
 def update_record(path: Path, key: str, entry: Mapping[str, Any] | None) -> None:
@@ -116,15 +163,33 @@ def update_record(path: Path, key: str, entry: Mapping[str, Any] | None) -> None
 # --- reading the state -------------------------------------------------------------------------
 
 
+RETRY = "run the experiment again with --retry-failed"
+"""How an experiment's failed samples are asked again."""
+
+
+def failed_reason(verdict: RunVerdict) -> str:
+    """A failed run step's reason: the cause, then what to do."""
+    return f"{verdict.text}; {verdict.next_step(RETRY)}"
+
+
 def _run_state(
     store: RunStore, run: Run, stored: str, recorded: Mapping[str, Any] | None
 ) -> StepState:
+    """A run step's state. A run whose stored samples are failures (every one failed, or
+    more than half for one cause: :mod:`hammr.eval.run_health`, the check ``hammr report``
+    and the viewer share) is ``failed`` with the cause, not done or partial: its numbers
+    are not results."""
+    from hammr.eval.run_health import stored_verdict
+
     reason = str(recorded.get("reason", "")) if recorded else ""
     info = store.run_info(stored)
     if info is None:
         if recorded and recorded.get("status") in ("no_data", "failed", "not_run"):
             return StepState("run", run.name, stored, recorded["status"], reason)
         return StepState("run", run.name, stored, "not_run", "not run yet")
+    verdict = stored_verdict(store, stored)
+    if verdict is not None:
+        return StepState("run", run.name, stored, "failed", failed_reason(verdict))
     done = store.count(stored)
     planned = info.settings.get("planned")
     if isinstance(planned, int) and done >= planned:
@@ -173,9 +238,13 @@ def remove_quietly(path: Path) -> None:
 
 
 __all__ = [
+    "RETRY",
+    "RecordError",
     "StepState",
     "StepStatus",
+    "check_record",
     "experiments_dir",
+    "failed_reason",
     "fingerprint",
     "memory_path",
     "read_record",

@@ -55,10 +55,17 @@ def _where(experiment: Experiment) -> str:
 
 @cache
 def _agent_names(agent_dir: str) -> tuple[str, ...]:
+    """HAMMR's systems and every agent's name; ExperimentError with the agent files' own
+    line (:class:`~hammr.agents.spec.SpecError`, as `hammr ask` and `hammr systems` print
+    it) when ``agent_dir`` holds a broken one."""
     from hammr.agents.catalog import AgentCatalog
+    from hammr.agents.spec import SpecError
     from hammr.agents.system import HAMMR, NAIVE
 
-    catalog = AgentCatalog.load(None if not agent_dir else _path(agent_dir))
+    try:
+        catalog = AgentCatalog.load(None if not agent_dir else _path(agent_dir))
+    except SpecError as e:
+        raise ExperimentError(str(e)) from None
     return (HAMMR, NAIVE, *catalog.specs)
 
 
@@ -70,7 +77,8 @@ def _path(text: str) -> Any:
 
 def system_names(agent_dir: str = "") -> list[str]:
     """Every name a run's ``system`` may take: the registered systems and every agent's
-    name (the built-in agent files, plus ``agent.dir``'s); no model is built."""
+    name (the built-in agent files, plus ``agent.dir``'s); no model is built.
+    ExperimentError when an agent file cannot be read."""
     from hammr.systems import registered_systems
 
     return list(dict.fromkeys([*registered_systems(), *_agent_names(agent_dir)]))

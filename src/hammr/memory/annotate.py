@@ -66,6 +66,7 @@ from hammr.memory.bank import (
     StoredExperience,
 )
 from hammr.memory.experiences import Experience, clip_text
+from hammr.terminal_text import safe_console
 from hammr.values import Image
 from hammr.vision import ImageBudget
 
@@ -453,7 +454,6 @@ async def annotate_bank(
 
 class _Bar:
     def __init__(self, total: int, who: str) -> None:
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -470,7 +470,7 @@ class _Bar:
             TextColumn("trajectories"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
-            console=Console(stderr=True),
+            console=safe_console(stderr=True),
             transient=False,
         )
         self._progress.start()

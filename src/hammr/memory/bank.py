@@ -346,16 +346,16 @@ class ExperienceBank(SqliteFile):
                 ("INSERT INTO meta (key, value) VALUES (?, ?)", row) for row in _first_meta(wanted)
             ],
             hint="" if create else f"; make one with `hammr memory build RUN -o {path}`",
-            reentrant=True,
         )
         try:
-            fmt = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            rows = self._query("SELECT value FROM meta WHERE key = 'format'")
+            fmt = rows[0] if rows else None
         except sqlite3.DatabaseError as e:
-            self._db.close()
+            self.close()
             raise BankError(f"{self.path}: not a usable experience bank ({e})") from None
         self._images: OrderedDict[str, Image | None] = OrderedDict()
         if fmt is None and not create:
-            self._db.close()
+            self.close()
             raise BankError(f"{self.path}: not a usable experience bank (it records no format)")
         if fmt is None:  # one of ours made before new banks got their first rows at once
             with self._transaction() as db:
@@ -363,11 +363,11 @@ class ExperienceBank(SqliteFile):
                     "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", _first_meta(wanted)
                 )
         elif fmt[0] != FORMAT:
-            self._db.close()
+            self.close()
             raise BankError(f"{self.path}: bank format {fmt[0]!r} is not {FORMAT}")
         if wanted is not None and wanted != self.viewpoints:
             configured = ", ".join(self.viewpoints)
-            self._db.close()
+            self.close()
             raise BankError(
                 f"{self.path} was made with the viewpoints {configured}; open it without "
                 "viewpoints=, or make a new bank for others"
@@ -378,7 +378,7 @@ class ExperienceBank(SqliteFile):
                 self.embedder = view_embedder(embedder)
                 self._check_embedder(self.embedder)
             except (BankError, EmbedderError):
-                self._db.close()
+                self.close()
                 raise
 
     def _meta(self, key: str) -> str | None:

@@ -22,8 +22,9 @@ from hammr.cli_common import (
     store_option,
     unfinished_run,
 )
+from hammr.input_file import input_problem, read_input_text
 from hammr.memory.command_error import MemoryCommandError
-from hammr.terminal_text import safe_json, safe_line, safe_text
+from hammr.terminal_text import echo, safe_json, safe_line, safe_text
 
 if TYPE_CHECKING:
     from hammr.config import Config
@@ -179,8 +180,11 @@ def _open_existing(path: Path, embedder: object | None = None) -> ExperienceBank
     from hammr.memory.bank import BankError, ExperienceBank
     from hammr.memory.embedders import EmbedderError
 
-    if not path.is_file():
+    problem = input_problem(path)
+    if problem == "does not exist":
         fail(f"no experience bank at {path} (make one with `hammr memory build RUN -o {path}`)")
+    if problem is not None:
+        fail(f"{path} {problem}, not an experience bank")
     try:
         return ExperienceBank(path, embedder, create=False)
     except (BankError, EmbedderError) as e:
@@ -199,9 +203,11 @@ def _read_annotations(path: Path, default_annotator: str) -> dict[str, Annotatio
 
     out: dict[str, Annotation] = {}
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise MemoryCommandError(f"cannot read {path}: {e}") from None
+        text = read_input_text(path)
+    except OSError as e:
+        raise MemoryCommandError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise MemoryCommandError(f"cannot read {path}: not UTF-8 text ({e.reason})") from None
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -519,7 +525,7 @@ def _build_bar(show: bool) -> Any:
     def on_batch(viewpoint: str, done: int, total: int) -> None:
         if last.get(viewpoint) != done:
             last[viewpoint] = done
-            click.echo(f"  embedding {viewpoint}: {done}/{total}", err=True)
+            echo(f"  embedding {viewpoint}: {done}/{total}", err=True)
 
     return on_batch
 
@@ -609,39 +615,39 @@ def show_cmd(bank_path: Path, as_json: bool, examples: int) -> None:
                 "examples": [_experience_doc(s) for s in rows],
             }
         )
-        click.echo(safe_json(json.dumps(doc, indent=2, ensure_ascii=False)))
+        echo(safe_json(json.dumps(doc, indent=2, ensure_ascii=False)))
         return
     # the bank holds models' and datasets' text: every line of it made safe for a terminal
     for line in info.lines():
-        click.echo(safe_text(line))
-    click.echo(
+        echo(safe_text(line))
+    echo(
         f"annotated by source: {by_source[True][1]} of {by_source[True][0]} from correct "
         f"answers, {by_source[False][1]} of {by_source[False][0]} from incorrect ones"
     )
     if annotators:
         who = ", ".join(f"{a or '?'} ({n})" for a, n in annotators.items())
-        click.echo(safe_line(f"annotators: {who}"))
+        echo(safe_line(f"annotators: {who}"))
     if scores:
-        click.echo("scores:")
+        echo("scores:")
         top = max(scores.values())
         for score in range(0, 11):
             n = scores.get(score, 0)
             bar = "#" * (round(30 * n / top) if n else 0)
-            click.echo(f"  {score:>2} {bar} {n}" if n else f"  {score:>2}")
+            echo(f"  {score:>2} {bar} {n}" if n else f"  {score:>2}")
     if failures:
-        click.echo(f"not annotated: {len(failures)} trajectories (rerun `hammr memory build`)")
+        echo(f"not annotated: {len(failures)} trajectories (rerun `hammr memory build`)")
         for f in failures[:10]:
-            click.echo(safe_line(f"  {f.place()}: {clip_text(f.reason, 200)}"))
+            echo(safe_line(f"  {f.place()}: {clip_text(f.reason, 200)}"))
     if rows:
-        click.echo("examples:")
+        echo("examples:")
         for s in rows:
             d = _experience_doc(s)
-            click.echo(
+            echo(
                 safe_line(
                     f"  [{d['score']}/10, from {d['learned_from']}] {d['action']}  ({d['source']})"
                 )
             )
-            click.echo(safe_text(f"      {d['guidance']}"))
+            echo(safe_text(f"      {d['guidance']}"))
 
 
 # -- search -----------------------------------------------------------------------------------
@@ -715,8 +721,11 @@ def search_cmd(
 
     require_question(question)
     cfg = _config(config_path)
-    if not bank_path.is_file():
+    problem = input_problem(bank_path)
+    if problem == "does not exist":
         fail(f"no experience bank at {bank_path} (make one with `hammr memory build`)")
+    if problem is not None:
+        fail(f"{bank_path} {problem}, not an experience bank")
     images: dict[str, Image] = {}
     for p in image_paths:
         try:
@@ -767,12 +776,12 @@ def search_cmd(
             "viewpoints": names,
             "k": settings.k,
         }
-        click.echo(safe_json(json.dumps(doc, indent=2, ensure_ascii=False)))
+        echo(safe_json(json.dumps(doc, indent=2, ensure_ascii=False)))
         return
     how = "wide search" if len(names) == 1 else f"deep search over {', '.join(names)}"
-    click.echo(f"{how}: {len(result.hits)} hit(s)")
+    echo(f"{how}: {len(result.hits)} hit(s)")
     for note in result.notes:
-        click.echo(safe_text(f"note: {note}"))
+        echo(safe_text(f"note: {note}"))
     if not result.hits:
         return
     head = ("#", "sim", "score", "from", "viewpoint", "round", "source")
@@ -789,11 +798,11 @@ def search_cmd(
         for i, h in enumerate(result.hits, 1)
     ]
     widths = [max(len(r[c]) for r in (head, *rows)) for c in range(len(head))]
-    click.echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(head)).rstrip())
+    echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(head)).rstrip())
     for r, h in zip(rows, result.hits, strict=True):
-        click.echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
-        click.echo(safe_line(f"    action: {h.experience.action}"))
-        click.echo(safe_text(f"    guidance: {h.guidance or '(none)'}"))
+        echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        echo(safe_line(f"    action: {h.experience.action}"))
+        echo(safe_text(f"    guidance: {h.guidance or '(none)'}"))
 
 
 __all__ = [

@@ -309,6 +309,10 @@ class ExperienceSearcher:
         self._datasets: tuple[int, np.ndarray, dict[str, int]] | None = None
         """(bank generation, dataset code per bank row number, code of each dataset)."""
 
+    def close(self) -> None:
+        """Let go of the bank (its SQLite connection)."""
+        self.bank.close()
+
     # -- loading ---------------------------------------------------------------------------
 
     def ann_dir(self) -> Path:

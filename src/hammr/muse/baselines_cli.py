@@ -17,7 +17,7 @@ from hammr.cli_common import config_option, fail, store_option, unfinished_run
 from hammr.memory.command_error import MemoryCommandError
 from hammr.memory.experiences import clip_text
 from hammr.muse.trajectories import BaselineError, Kind, MemoryFile, QuestionEmbedder
-from hammr.terminal_text import safe_line
+from hammr.terminal_text import echo, safe_console, safe_line
 
 
 def _embedder(cfg: Any) -> QuestionEmbedder:
@@ -124,7 +124,7 @@ def _refuse_if_nothing_made(
 
 
 def _stderr(line: str) -> None:
-    click.echo(line, err=True)
+    echo(line, err=True)
 
 
 def _say(
@@ -143,7 +143,6 @@ def _progress(
     if not show:
         yield (lambda _: None), (lambda *_: None)
         return
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -151,7 +150,7 @@ def _progress(
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=safe_console(stderr=True),
     ) as bar:
         task = bar.add_task(label, total=None)
 

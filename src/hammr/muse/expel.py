@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from hammr.advice import Advice, Situation
 from hammr.agent import ReActAgent
 from hammr.agents.spec import SpecError
 from hammr.backends.llm.base import LLM
+from hammr.config import Config
 from hammr.eval.store import RunStore
 from hammr.grammar import int_range_rule
 from hammr.memory.experiences import clip_text
@@ -464,18 +465,30 @@ class ExpeLAdvisor:
         return Advice(text, record)
 
 
-def expel_system(bench: Workbench) -> ReActAgent:
-    """The shared tool agent with the rules and examples of ``memory.path`` before its first
-    step."""
-    path = memory_path(bench, "expel", "hammr memory insights RUN -o expel.db")
+def expel_memory(
+    cfg: Config, backends: Mapping[str, Any]
+) -> tuple[QuestionEmbedder, list[Entry], np.ndarray, list[Rule]]:
+    """What ``--system expel`` reads: the solved examples of ``memory.path``, their vectors,
+    its rules and the embedder that searches the examples; SpecError (one line) when
+    memory.path is unset, is no expel memory (an empty file, a run store, another kind of
+    memory) or was embedded otherwise. ``hammr systems`` checks a memory with it too
+    (:func:`hammr.system_info.memory_problem`), so both say the same."""
+    path = memory_path(cfg, "expel", "hammr memory insights RUN -o expel.db")
     try:
-        embedder = question_embedder(bench.backends, "--system expel")
+        embedder = question_embedder(dict(backends), "--system expel")
         with MemoryFile(path, "expel", create=False) as memory:
             memory.check_embedder(embedder.name)
             entries, vectors = memory.entries()
             rules = sorted_rules(memory.rules())
     except BaselineError as e:
         raise SpecError(str(e)) from None
+    return embedder, entries, vectors, rules
+
+
+def expel_system(bench: Workbench) -> ReActAgent:
+    """The shared tool agent with the rules and examples of ``memory.path`` before its first
+    step."""
+    embedder, entries, vectors, rules = expel_memory(bench.config, bench.backends)
     explicit = "memory.k" in bench.config.sources
     k = int(bench.config.get("memory.k", 3)) if explicit else DEFAULT_EXAMPLES
     return react_agent(bench, advisors=[ExpeLAdvisor(rules, entries, vectors, embedder, k)])
@@ -492,6 +505,7 @@ __all__ = [
     "Operation",
     "apply_operations",
     "batch_prompt",
+    "expel_memory",
     "expel_system",
     "extract_insights",
     "operations_grammar",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from hammr.advice import Advice, Situation
 from hammr.agent import ReActAgent
 from hammr.agents.spec import SpecError
 from hammr.backends.llm.base import LLM
+from hammr.config import Config
 from hammr.eval.store import RunStore
 from hammr.memory.experiences import clip_text
 from hammr.muse.agent import react_agent
@@ -223,9 +224,9 @@ class ReflexionAdvisor:
         return Advice(text, record)
 
 
-def memory_path(bench: Workbench, system: str, make: str) -> str:
+def memory_path(cfg: Config, system: str, make: str) -> str:
     """``memory.path``, or a SpecError saying how to make the file."""
-    path = str(bench.config.get("memory.path") or "")
+    path = str(cfg.get("memory.path") or "")
     if not path:
         raise SpecError(
             f"--system {system} reads its memory from memory.path, which is not set: make one "
@@ -235,16 +236,28 @@ def memory_path(bench: Workbench, system: str, make: str) -> str:
     return path
 
 
-def reflexion_system(bench: Workbench) -> ReActAgent:
-    """The shared tool agent with the reflections of ``memory.path`` before its first step."""
-    path = memory_path(bench, "reflexion", "hammr memory reflect RUN -o reflexion.db")
+def reflexion_memory(
+    cfg: Config, backends: Mapping[str, Any]
+) -> tuple[QuestionEmbedder, list[Entry], np.ndarray]:
+    """What ``--system reflexion`` reads: the reflections of ``memory.path``, their vectors
+    and the embedder that searches them; SpecError (one line) when memory.path is unset,
+    is no reflexion memory (an empty file, a run store, another kind of memory) or was
+    embedded otherwise. ``hammr systems`` checks a memory with it too
+    (:func:`hammr.system_info.memory_problem`), so both say the same."""
+    path = memory_path(cfg, "reflexion", "hammr memory reflect RUN -o reflexion.db")
     try:
-        embedder = question_embedder(bench.backends, "--system reflexion")
+        embedder = question_embedder(dict(backends), "--system reflexion")
         with MemoryFile(path, "reflexion", create=False) as memory:
             memory.check_embedder(embedder.name)
             entries, vectors = memory.entries()
     except BaselineError as e:
         raise SpecError(str(e)) from None
+    return embedder, entries, vectors
+
+
+def reflexion_system(bench: Workbench) -> ReActAgent:
+    """The shared tool agent with the reflections of ``memory.path`` before its first step."""
+    embedder, entries, vectors = reflexion_memory(bench.config, bench.backends)
     k = int(bench.config.get("memory.k", 3))
     return react_agent(bench, advisors=[ReflexionAdvisor(entries, vectors, embedder, k)])
 
@@ -259,5 +272,6 @@ __all__ = [
     "memory_path",
     "parse_reflection",
     "reflection_prompt",
+    "reflexion_memory",
     "reflexion_system",
 ]

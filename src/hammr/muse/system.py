@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hammr.agent import AgentResult, ReActAgent, traced
 from hammr.backends.llm.base import (
@@ -26,7 +27,9 @@ from hammr.backends.llm.base import (
     sees_images,
     vision_limits_of,
 )
-from hammr.muse.advisors import open_searcher, with_experience_search
+from hammr.config import Config
+from hammr.memory.search import ExperienceSearcher
+from hammr.muse.advisors import MemorySettings, open_searcher, with_experience_search
 from hammr.muse.agent import react_agent
 from hammr.muse.search_tool import TOOL_NAME, SearchExperiences
 from hammr.systems import Workbench
@@ -284,10 +287,21 @@ def react_system(bench: Workbench) -> ReActAgent:
     return react_agent(bench)
 
 
+def muse_memory(
+    cfg: Config, backends: Mapping[str, Any]
+) -> tuple[ExperienceSearcher, MemorySettings]:
+    """What ``muse`` reads: the searcher over the experience bank of ``[memory] path`` and
+    the ``[memory]`` settings; SpecError (one line) without a bank, for a file that is none
+    (an empty file, a run store, a Reflexion or ExpeL memory), or when the configured
+    embedder is not the one that built it. ``hammr systems`` checks a memory with it too
+    (:func:`hammr.system_info.memory_problem`), so both say the same."""
+    return open_searcher(cfg, backends, "muse")
+
+
 def muse_system(bench: Workbench) -> ReActAgent:
     """``muse``: the tool agent searching the experience bank of ``[memory] path`` (SpecError
     without one, or when the configured embedder is not the one that built it)."""
-    searcher, settings = open_searcher(bench.config, bench.backends, "muse")
+    searcher, settings = muse_memory(bench.config, bench.backends)
     agent = react_agent(bench, name=MUSE_NAME)
     agent.description = (
         "Answers questions about images with visual tools, guided by past runs' experiences."
@@ -307,6 +321,7 @@ __all__ = [
     "CoTReply",
     "CoTSystem",
     "cot_system",
+    "muse_memory",
     "muse_system",
     "option_letter",
     "options_of",

@@ -24,6 +24,7 @@ import numpy as np
 
 from hammr.backends.llm.base import LLM, LLMRequest, LLMResponse, Message
 from hammr.programs.grammar import INPUT_IMAGE, MAX_LINES, line_grammar, output_kind
+from hammr.toml_file import read_toml
 from hammr.tools.base import Tool
 
 INSTRUCTIONS = """\
@@ -79,7 +80,7 @@ def load_examples(path: str | Path | None = None) -> list[ProgramExample]:
             resources.files("hammr.programs").joinpath("examples.toml").read_text()
         )
     else:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
+        data = read_toml(Path(path))
     return [
         ProgramExample(
             str(e["question"]),

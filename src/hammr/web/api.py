@@ -189,7 +189,9 @@ class Api:
 
     def run_entry(self, name: str) -> dict[str, Any]:
         """One run's scores: per (question type, dataset) and the macro average, each with
-        its 95% bootstrap interval (cached until the run's samples change)."""
+        its 95% bootstrap interval, and ``verdict``: None, or why the run's numbers are not
+        results (:mod:`hammr.eval.run_health`: ``text``, ``advice``, ``cause``), when the
+        front end shows FAILED in its cells (cached until the run's samples change)."""
         from hammr.eval.report import build_report
 
         summary = self.store.summary(name)
@@ -221,6 +223,7 @@ class Api:
             else {"mean": None, "low": None, "high": None}
         )
         info = summary.info
+        verdict = report.verdicts[0] if report.verdicts else None
         entry = {
             "name": info.name,
             "suite": info.suite,
@@ -232,6 +235,11 @@ class Api:
             "rows": rows,
             "macro": macro,
             "ground_truth": self._has_ground_truth(name),
+            # why its numbers are not results (hammr.eval.run_health); the front end shows
+            # FAILED in its cells instead of the failures' zeros
+            "verdict": None
+            if verdict is None
+            else {"text": verdict.text, "advice": verdict.advice, "cause": verdict.cause.key},
         }
         with self._cache_lock:
             self._runs_cache[name] = (key, entry)

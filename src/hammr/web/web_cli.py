@@ -15,6 +15,7 @@ from urllib.parse import quote
 import click
 
 from hammr.cli_common import fail, open_store, store_option
+from hammr.terminal_text import echo
 
 EPILOG_VIEW = """\b
 Examples:
@@ -78,7 +79,7 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
     from hammr.web.server import ViewerServer, is_loopback
 
     if not is_loopback(host):
-        click.echo(
+        echo(
             f"hammr: warning: serving on {host}, not a loopback address: anyone who can reach "
             "this machine can read every run in the store",
             err=True,
@@ -88,8 +89,8 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
     except OSError as e:
         fail(f"cannot listen on {host}:{port}: {e}")
     url = run_url(server.url, run)
-    click.echo(f"hammr view: serving {store.path} at {url}  (Ctrl-C to stop)", err=True)
-    click.echo(url)
+    echo(f"hammr view: serving {store.path} at {url}  (Ctrl-C to stop)", err=True)
+    echo(url)
     if open_browser:
         webbrowser.open(url)
     try:
@@ -98,7 +99,7 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
         pass
     finally:
         server.server_close()
-    click.echo("stopped", err=True)
+    echo("stopped", err=True)
 
 
 @click.command("view", epilog=EPILOG_VIEW)

@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from hammr.backends.kb.schema import SCHEMA, SCHEMA_VERSION, title_key
+from hammr.input_file import input_problem, open_input
 from hammr.sqlite_file import connect
+from hammr.terminal_text import safe_console
 
 Format = Literal["auto", "evqa", "jsonl"]
 
@@ -227,7 +229,7 @@ def detect_format(path: Path) -> Literal["evqa", "jsonl"]:
     title and text; evqa otherwise."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return "jsonl"
-    with path.open("rb") as f:
+    with open_input(path, binary=True) as f:
         first = f.readline(CHUNK)
     try:
         obj = json.loads(first)
@@ -285,8 +287,9 @@ def build_kb(
     dump, out = Path(dump), Path(out)
     if not dump.exists():
         raise KBBuildError(f"dump not found: {dump}")
-    if not dump.is_file():
-        raise KBBuildError(f"dump is not a file: {dump}")
+    problem = input_problem(dump)
+    if problem is not None:
+        raise KBBuildError(f"the dump {dump} {problem}")
     if dump.suffix.lower() in (".zip", ".gz", ".bz2", ".xz"):
         raise KBBuildError(f"{dump} is compressed; unpack it first (e.g. unzip {dump.name})")
     if batch_size < 1:
@@ -374,7 +377,6 @@ def _run(
     limit: int | None,
     progress: bool | None,
 ) -> None:
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -390,7 +392,7 @@ def _run(
         DownloadColumn(),
         TextColumn("{task.fields[records]} records"),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=safe_console(stderr=True),
         disable=not show,
         transient=False,
     )
@@ -410,7 +412,7 @@ def _run(
             )
         batch.clear()
 
-    with dump.open("rb") as f, bar:
+    with open_input(dump, binary=True) as f, bar:
         task = bar.add_task(dump.name, total=size, completed=start, records=stats.records)
         reader = iter_evqa(f, start) if kind == "evqa" else iter_jsonl(f, start)
         stopped = False

@@ -13,7 +13,7 @@ import click
 from hammr.backends.kb.build import KBBuildError, build_kb
 from hammr.backends.kb.sqlite_kb import KBError, SqliteKB, bundled_kb_path, fts_terms
 from hammr.cli_common import fail
-from hammr.terminal_text import safe_line, safe_text
+from hammr.terminal_text import echo, safe_line, safe_text
 
 
 @click.group(name="kb")
@@ -63,11 +63,11 @@ def build_cmd(
     except KeyboardInterrupt:
         fail(f"interrupted; run the same command again to resume building {out}", code=130)
     if stats.complete and stats.added == 0 and not stats.resumed:
-        click.echo(f"{out}: already built ({stats.articles} articles)")
+        echo(f"{out}: already built ({stats.articles} articles)")
     elif stats.complete:
-        click.echo(f"{out}: done, {stats.articles} articles ({stats.format})")
+        echo(f"{out}: done, {stats.articles} articles ({stats.format})")
     else:
-        click.echo(
+        echo(
             f"{out}: stopped after {stats.records} records ({stats.articles} articles); "
             "run again to continue"
         )
@@ -102,12 +102,12 @@ def search_cmd(path: Path, query: str, k: int) -> None:
     finally:
         base.close()
     if not pages:
-        click.echo("no results")
+        echo("no results")
     for i, page in enumerate(pages, 1):
         snippet = " ".join(page.text.split()[:30])
         # the knowledge base is a file's text: made safe for a terminal
-        click.echo(safe_line(f"{i}. {page.title}" + (f" <{page.url}>" if page.url else "")))
-        click.echo(safe_line(f"   {snippet}..."))
+        echo(safe_line(f"{i}. {page.title}" + (f" <{page.url}>" if page.url else "")))
+        echo(safe_line(f"   {snippet}..."))
 
 
 @kb.command(name="article")
@@ -126,5 +126,5 @@ def article_cmd(path: Path, title: str) -> None:
         base.close()
     if page is None:
         fail(f"no article found for {title!r}", code=1)
-    click.echo(safe_line(f"# {page.title}" + (f" <{page.url}>" if page.url else "")))
-    click.echo(safe_text(page.text))
+    echo(safe_line(f"# {page.title}" + (f" <{page.url}>" if page.url else "")))
+    echo(safe_text(page.text))

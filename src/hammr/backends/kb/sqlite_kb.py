@@ -24,6 +24,7 @@ from typing import Any
 
 from hammr.backends.kb.build import KBBuildError, build_kb
 from hammr.backends.kb.schema import title_key
+from hammr.input_file import input_problem, read_input_bytes
 from hammr.sqlite_file import connect_read_only
 from hammr.values import Page
 
@@ -68,13 +69,14 @@ class SqliteKB:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        if not self.path.is_file():
+        problem = input_problem(self.path)
+        if problem == "does not exist":
             raise KBError(
                 f"no knowledge base at {self.path}; build one with "
                 f"`hammr kb build DUMP --out {self.path}`"
             )
-        if not os.access(self.path, os.R_OK):
-            raise KBError(f"cannot read the knowledge base {self.path}: permission denied")
+        if problem is not None:
+            raise KBError(f"the knowledge base {self.path} {problem}")
         try:
             self._con = connect_read_only(self.path)
             rows = dict(self._con.execute("SELECT key, value FROM meta").fetchall())
@@ -174,7 +176,7 @@ def bundled_kb_path(directory: Path | None = None) -> Path:
     whenever the bundled JSONL changes). Safe with concurrent callers: each builds into its
     own temporary file and moves it into place."""
     src = bundled_jsonl()
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    digest = hashlib.sha256(read_input_bytes(src)).hexdigest()
     out = (directory or cache_dir()) / f"{BUNDLED_NAME}.sqlite"
     if out.is_file():
         try:

@@ -6,8 +6,10 @@ import asyncio
 import base64
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from hammr.input_file import open_input
 from hammr.values import Image
 
 Role = Literal["system", "user", "assistant"]
@@ -202,3 +204,16 @@ class SyncLLM:
     def chat(self, prompt: str, **kwargs: Any) -> str:
         req = LLMRequest(messages=(Message("user", prompt),), **kwargs)
         return self.complete(req).text
+
+
+def gguf_problem(path: Path) -> str | None:
+    """Why ``path`` is no GGUF model file llama.cpp could load (one line), None when it
+    starts like one. Read through :mod:`hammr.input_file` (a FIFO is refused, not waited on)."""
+    try:
+        with open_input(path, binary=True) as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        return f"model file not found: {path}"
+    except OSError as e:
+        return f"cannot read the model file {path}: {e.strerror or e}"
+    return None if head == b"GGUF" else f"{path} is not a GGUF model file"

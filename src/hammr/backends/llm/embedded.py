@@ -47,7 +47,9 @@ from hammr.backends.llm.base import (
     Usage,
     apply_stop,
     flatten_messages,
+    gguf_problem,
 )
+from hammr.terminal_text import echo
 from hammr.work_clock import queued
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -120,11 +122,9 @@ def _load(path: Path, n_ctx: int, threads: Threads, verbose: bool) -> _Loaded:
         import xllamacpp
     except ImportError as e:
         raise LLMError(f"the embedded LLM needs xllamacpp; run: {_XLLAMACPP_HINT}") from e
-    if not path.is_file():
-        raise LLMError(f"model file not found: {path}")
-    with path.open("rb") as f:
-        if f.read(4) != b"GGUF":
-            raise LLMError(f"{path} is not a GGUF model file")
+    problem = gguf_problem(path)
+    if problem is not None:
+        raise LLMError(problem)
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.n_ctx = n_ctx
@@ -352,7 +352,7 @@ class EmbeddedLLM:
                 assert request.grammar is not None
                 loaded.good_grammars.add(request.grammar)
                 if stderr_text:
-                    sys.stderr.write(stderr_text)
+                    echo(stderr_text, err=True, nl=False)
         if exc is not None:
             raise LLMError(f"{self.name}: {exc}{_detail(stderr_text)}") from exc
         if "error" in result:

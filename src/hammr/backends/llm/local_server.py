@@ -41,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from hammr.backends.llm.base import LLMError
+from hammr.backends.llm.base import LLMError, gguf_problem
 
 READY_PREFIX = "listening "
 STDERR_TAIL_CHARS = 2000
@@ -216,11 +216,9 @@ class LocalLlamaServer:
         if self.running():
             return self
         path = self.model_path
-        if not path.is_file():
-            raise LocalServerError(f"model file not found: {path}")
-        with path.open("rb") as f:
-            if f.read(4) != b"GGUF":
-                raise LocalServerError(f"{path} is not a GGUF model file")
+        problem = gguf_problem(path)
+        if problem is not None:
+            raise LocalServerError(problem)
         self._workdir = tempfile.TemporaryDirectory(prefix="hammr-llama-server-")
         ready = Path(self._workdir.name) / "address"
         log_path = self.log_path

@@ -5,20 +5,18 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 
-from rich.console import Console
-
 from hammr.agents.catalog import AgentCatalog
 from hammr.eval.analysis.confusion import dispatcher_confusion
 from hammr.eval.analysis.trace_errors import error_counts
 from hammr.eval.types import RunRecord
-from hammr.terminal_text import safe_markup, safe_text
+from hammr.terminal_text import safe_console, safe_markup, safe_text
 
 
 def errors_report(records: Iterable[RunRecord], catalog: AgentCatalog, *, width: int = 160) -> str:
     """The automatic part of the error analysis as plain text: per run, the error counts,
     then the dispatcher's routing (when the run holds dispatcher runs)."""
     recs = list(records)
-    console = Console(
+    console = safe_console(
         file=io.StringIO(), width=width, color_system=None, force_terminal=False, record=True
     )
     runs = sorted({r.run for r in recs})

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from hammr.eval.analysis.common import md_row, pct
 from hammr.eval.analysis.labelling import ERROR_LABELS, LABELS
+from hammr.input_file import read_input_text
 from hammr.terminal_text import safe_markup
 
 _ALIASES = {
@@ -181,11 +182,13 @@ def _normalise_label(text: str) -> str:
 
 def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_input_text(path, encoding="utf-8-sig")
     except FileNotFoundError:
         raise LabelFileError(f"label file not found: {path}") from None
     except UnicodeDecodeError as e:
         raise LabelFileError(f"{path}: not UTF-8 text ({e.reason}); save it as UTF-8 CSV") from None
+    except OSError as e:
+        raise LabelFileError(f"cannot read the label file {path}: {e.strerror or e}") from None
     if not text.strip():
         raise LabelFileError(f"{path}: the file is empty")
     first = text.splitlines()[0]

@@ -8,7 +8,9 @@ grouped:
   ``bad_arguments`` are the paper's examples word for word. ``no_action`` is there too: the
   model replied, but nothing in its reply parses as an [Act] or a [Finish] - it did not write
   its tool call in the required form, which is a syntax error of the [Act] step, not a
-  mistake of its reasoning (a reply that reasons wrongly still contains an action).
+  mistake of its reasoning (a reply that reasons wrongly still contains an action). A
+  [Finish] that is no answer (empty, the question or hammr's own instruction repeated: see
+  :mod:`hammr.non_answers`) is recorded under it too.
 * :data:`TOOL_FAILURE_KINDS` - ``tool_failure`` (a tool raised), ``capability_missing``
   (the tool has no backend configured, so it could not run) and ``llm_failure`` (the LLM
   backend itself failed: timeout, connection, server error). All three are components

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hammr.eval.types import Sample
+from hammr.input_file import InputError, check_input, open_input
 from hammr.text_limits import MAX_QUESTION_CHARS
 
 Loader = Callable[..., list[Sample]]
@@ -95,10 +96,14 @@ def require_inside(folders: Sequence[Path], target: Path, adapter: str, where: s
 
 
 def require_file(path: Path, adapter: str, expects: str) -> Path:
-    if not path.exists():
-        raise MissingFileError(f"{adapter}: {path} does not exist; it expects {expects}")
-    if path.is_dir():
-        raise DatasetError(f"{adapter}: {path} is a directory; it expects {expects}")
+    try:
+        check_input(path)
+    except FileNotFoundError:
+        raise MissingFileError(f"{adapter}: {path} does not exist; it expects {expects}") from None
+    except InputError as e:  # a folder, a FIFO, a device: said as what it is
+        raise DatasetError(f"{adapter}: {path}: {e.strerror}; it expects {expects}") from None
+    except OSError as e:
+        raise unreadable(adapter, path, e, expects) from None
     return path
 
 
@@ -120,7 +125,7 @@ def _first_bad_line(path: Path) -> tuple[int, int, int] | None:
     Line by line: a newline byte never occurs inside a UTF-8 sequence, so each line decodes
     on its own, and only the error path pays for this second read."""
     try:
-        with path.open("rb") as f:
+        with open_input(path, binary=True) as f:
             for n, raw in enumerate(f, start=1):
                 try:
                     raw.decode(ENCODING if n == 1 else "utf-8")
@@ -136,7 +141,7 @@ def not_utf8(adapter: str, path: Path, expects: str) -> DatasetError:
     """The error for a dataset file that is not UTF-8 text, naming the line (and column) of
     its first bad byte and what the file seems to be."""
     try:
-        with path.open("rb") as f:
+        with open_input(path, binary=True) as f:
             head = f.read(4)
     except OSError:
         head = b""
@@ -160,7 +165,7 @@ def unreadable(adapter: str, path: Path, e: OSError, expects: str) -> DatasetErr
 def read_json(path: Path, adapter: str, expects: str) -> Any:
     require_file(path, adapter, expects)
     try:
-        with path.open(encoding=ENCODING) as f:
+        with open_input(path, encoding=ENCODING) as f:
             return json.load(f)
     except UnicodeDecodeError:
         raise not_utf8(adapter, path, expects) from None
@@ -198,7 +203,7 @@ def read_jsonl(path: Path, adapter: str, expects: str) -> list[tuple[int, dict[s
     require_file(path, adapter, expects)
     rows: list[tuple[int, dict[str, Any]]] = []
     try:
-        with path.open(encoding=ENCODING) as f:
+        with open_input(path, encoding=ENCODING) as f:
             for n, line in enumerate(f, start=1):
                 if not line.strip():
                     continue
@@ -229,7 +234,7 @@ def read_delimited(
     # HR-Bench's base64 images make single fields of many megabytes.
     csv.field_size_limit(2**31 - 1)
     try:
-        with path.open(encoding=ENCODING, newline="") as f:
+        with open_input(path, encoding=ENCODING, newline="") as f:
             reader = csv.DictReader(f, delimiter=delimiter)
             header = reader.fieldnames or []
             lacking = [c for c in required if c not in header]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from pathlib import Path
 
 from hammr.eval.datasets._common import (
@@ -40,6 +39,7 @@ from hammr.eval.datasets._common import (
     text,
 )
 from hammr.eval.types import Sample
+from hammr.output_file import OutputError, write_output
 
 NAME = "hrbench"
 EXPECTS = (
@@ -72,9 +72,10 @@ def _write(cache: Path, stem: str, encoded: str, existing: dict[str, Path], sour
         raise DatasetError(f"{NAME}: row {stem}: 'image' is not base64 ({e})") from e
     where = f"{source}, index {stem!r}"
     target = require_inside([cache], cache / f"{stem}{_suffix(data)}", NAME, where)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(target)
+    try:
+        write_output(target, data)
+    except OutputError as e:
+        raise DatasetError(f"{NAME}: cannot write the decoded image {target}: {e.reason}") from None
     existing[stem] = target
     return target
 

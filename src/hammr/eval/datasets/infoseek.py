@@ -84,6 +84,7 @@ from hammr.eval.datasets._common import (
 )
 from hammr.eval.metrics.infoseek import prepare_answer_eval, split_of
 from hammr.eval.types import Sample
+from hammr.input_file import read_input_text
 
 NAME = "infoseek"
 EXPECTS = (
@@ -131,7 +132,7 @@ def read_id2image(path: Path) -> dict[str, Path]:
     if path.suffix.lower() == ".csv":
         require_file(path, NAME, ID2IMAGE_EXPECTS)
         try:
-            lines = path.read_text(encoding="utf-8-sig").splitlines()
+            lines = read_input_text(path, encoding="utf-8-sig").splitlines()
         except (OSError, UnicodeDecodeError) as e:
             raise DatasetError(
                 f"{NAME}: cannot read {path} ({e}); it expects {ID2IMAGE_EXPECTS}"

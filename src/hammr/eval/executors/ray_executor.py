@@ -59,6 +59,7 @@ from hammr.eval.runner import (
 )
 from hammr.eval.store import RunStore
 from hammr.eval.types import RunRecord, Sample
+from hammr.input_file import read_input_bytes
 
 INSTALL_HINT = "pip install 'hammr[ray]'"
 CRASH_LIMIT = 2
@@ -195,7 +196,7 @@ def connect(ray: Any, address: str | None, workers: int) -> bool:
 
 
 def ship(sample: Sample) -> ShippedImages:
-    return {name: (Path(p).suffix, Path(p).read_bytes()) for name, p in sample.images.items()}
+    return {name: (Path(p).suffix, read_input_bytes(p)) for name, p in sample.images.items()}
 
 
 def remove_spools(run_token: str, *, only_dead: bool) -> None:

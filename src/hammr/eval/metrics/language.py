@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hammr.terminal_text import echo
+
 LANGUAGE_METRICS: tuple[str, ...] = ("BLEU", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
 """Metric names :func:`language_scores` takes; BLEU gives Bleu_1 .. Bleu_4."""
 CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
@@ -172,8 +174,7 @@ def java_quiet(*, echo_on_error: bool = True) -> Iterator[list[str]]:
             captured.append(tmp.read().decode("utf-8", "replace"))
             if failed and echo_on_error and captured[0].strip():
                 with contextlib.suppress(Exception):
-                    sys.stderr.write(captured[0])
-                    sys.stderr.flush()
+                    echo(captured[0], err=True, nl=False)
 
 
 def tokenized(captions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:

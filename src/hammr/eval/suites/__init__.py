@@ -45,6 +45,7 @@ MuSEAgent's 1:1 split of every entry (:mod:`hammr.eval.splits`) before the limit
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,6 +61,7 @@ from hammr.eval.datasets import (
 )
 from hammr.eval.splits import split_then_limit
 from hammr.eval.types import Sample
+from hammr.input_file import input_problem
 from hammr.toml_file import TomlFileError, read_toml
 
 __all__ = [
@@ -147,9 +149,10 @@ class SuiteEntry:
         :mod:`hammr.eval.splits`), the ``limit`` then drawn within the half."""
         where = f"suite {suite!r}, entry {self.name!r}" if suite else f"entry {self.name!r}"
         path = self.file_path(data_dir)
-        if not path.exists():
+        problem = input_problem(path) if not path.is_dir() else None  # some datasets are folders
+        if problem is not None:
             raise SuiteError(
-                f"{where}: {path} does not exist (data folder {data_dir}, file {self.file!r}); "
+                f"{where}: {path} {problem} (data folder {data_dir}, file {self.file!r}); "
                 f"the {self.dataset} adapter expects {get_adapter(self.dataset).expects}"
             )
         try:
@@ -357,10 +360,11 @@ def load_suite(name_or_path: str | Path) -> Suite:
     """A bundled suite by name ('generic-vqa', 'muse-mc', 'muse-demo', 'mevqa', 'avis', 'demo')
     or a suite TOML file by path."""
     candidate = Path(name_or_path).expanduser()
-    if candidate.suffix == ".toml" or candidate.is_file():
+    if candidate.suffix == ".toml" or os.path.lexists(candidate):
         path = candidate
-        if not path.is_file():
-            raise SuiteError(f"suite file {path} does not exist")
+        problem = input_problem(path)
+        if problem is not None:
+            raise SuiteError(f"suite file {path} {problem}")
     else:
         path = SUITES_DIR / f"{name_or_path}.toml"
         if not path.is_file():

@@ -74,6 +74,7 @@
     return a !== null && a !== undefined && String(a) !== "";
   }
   var NO_TRUTH = "no ground truth";
+  var FAILED = "FAILED";  // a run whose numbers are not results (hammr.eval.run_health)
 
   function traceErrorKinds(trace, out) {
     out = out || [];
@@ -243,6 +244,15 @@
     return h("span", { class: "badge score " + (isCorrect(score) ? "right" : "wrong") }, num(score));
   }
 
+  function failedTitle(run) {
+    var v = run && run.verdict;
+    return v ? "not a result: " + v.text + (v.advice ? "; " + v.advice + ", then ask them again with --retry-failed" : "") : null;
+  }
+
+  function failedCell(run, extra) {
+    return h("td", { class: "num bad failed" + (extra ? " " + extra : ""), title: failedTitle(run) }, FAILED);
+  }
+
   function cell(c) {
     if (!c || typeof c.mean !== "number") return h("td", { class: "num muted" }, "–");
     var half = (typeof c.high === "number" && typeof c.low === "number") ? (c.high - c.low) / 2 : null;
@@ -351,9 +361,13 @@
           h("td", {}, run.system || ""), h("td", {}, run.suite || ""),
           h("td", { class: "num" }, run.done === undefined ? "" : run.done),
           h("td", { class: "num" + (run.failed ? " bad" : "") }, run.failed === undefined ? "" : run.failed),
-          cols.map(function (c) { return run.ground_truth === false ? h("td", { class: "num muted" }, "–") : cell(byKey[c.key]); }),
+          cols.map(function (c) {
+            if (run.ground_truth === false) return h("td", { class: "num muted" }, "–");
+            return run.verdict && byKey[c.key] ? failedCell(run) : cell(byKey[c.key]);
+          }),
           run.ground_truth === false
             ? h("td", { class: "num macro muted no-truth", title: "its samples have no ground truth: nothing was scored" }, NO_TRUTH)
+            : run.verdict ? failedCell(run, "macro")
             : (function () { var td = cell(run.macro); td.classList.add("macro"); return td; })(),
           h("td", { class: "muted small" }, run.created ? String(run.created).replace("T", " ").slice(0, 19) : ""));
       });
@@ -470,11 +484,14 @@
         info.system ? h("span", {}, "system ", h("b", {}, info.system)) : null,
         info.suite ? h("span", {}, "suite ", h("b", {}, info.suite)) : null,
         info.ground_truth === false ? h("span", { class: "no-truth" }, NO_TRUTH)
+          : info.verdict ? h("span", { class: "bad failed", title: failedTitle(info) }, h("b", {}, FAILED))
           : info.macro ? h("span", {}, "macro ", h("b", {}, pct(info.macro.mean) + "%")) : null,
         info.done !== undefined ? h("span", {}, "done ", h("b", {}, info.done)) : null,
         info.failed ? h("span", { class: "bad" }, "failed ", h("b", {}, info.failed)) : null);
       return [
         h("div", { class: "toolbar" }, h("h1", {}, run), stats),
+        info.verdict ? h("div", { class: "error-box run-failed" }, FAILED + ": its numbers are not results: " + info.verdict.text +
+          (info.verdict.advice ? "; " + info.verdict.advice + ", then ask them again with --retry-failed" : "; ask them again with --retry-failed")) : null,
         bar,
         h("div", { class: "table-wrap" }, h("table", { class: "grid samples", id: "samples" },
           h("thead", {}, h("tr", {}, ["Id", "Dataset", "Question", "Prediction", "Ground truth", "Score", "Agent", "Errors", "Latency", "Tokens"]
