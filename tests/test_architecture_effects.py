@@ -92,6 +92,7 @@ MODULE_CALLS = {
     ("click", "echo"),
     ("click", "secho"),
 }
+PASSED_PRINTERS = {"click.echo", "click.secho", "sys.stdout.write", "sys.stderr.write"}
 OPEN_RECEIVERS = {"Image", "PILImage", "webbrowser"}
 """``X.open`` that is no file opening (``Image.open`` reads through hammr.input_file)."""
 
@@ -157,6 +158,7 @@ class _Scanner(ast.NodeVisitor):
         self.module = module
         self.scope: list[str] = []
         self.found: list[Call] = []
+        self.called: set[int] = set()
 
     def _enter(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
@@ -165,11 +167,21 @@ class _Scanner(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _enter
 
+    def _add(self, what: str, line: int) -> None:
+        function = ".".join(self.scope) or "<module>"
+        self.found.append(Call(self.module, function, what, line))
+
     def visit_Call(self, node: ast.Call) -> None:
         what = _violation(node)
         if what is not None:
-            function = ".".join(self.scope) or "<module>"
-            self.found.append(Call(self.module, function, what, node.lineno))
+            self._add(what, node.lineno)
+        self.called.add(id(node.func))
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        """A printer handed on as a value (``say=click.echo``) prints all the same."""
+        if id(node) not in self.called and _dotted(node) in PASSED_PRINTERS:
+            self._add(f"{_dotted(node)} (passed on)", node.lineno)
         self.generic_visit(node)
 
 
@@ -217,6 +229,7 @@ def test_every_allowance_is_still_needed() -> None:
         ("import sqlite3\ndef db(p):\n    return sqlite3.connect(p)\n", "sqlite3.connect"),
         ("from rich.console import Console\ndef c():\n    return Console()\n", "Console"),
         ("import sys\ndef out(t):\n    sys.stdout.write(t)\n", "sys.stdout.write"),
+        ("import click\ndef run(say=click.echo):\n    say('x')\n", "click.echo (passed on)"),
         ("import numpy as np\ndef load(p):\n    return np.load(p)\n", "np.load"),
         ("import numpy as np\ndef save(p, m):\n    np.save(p, m)\n", "np.save"),
     ],

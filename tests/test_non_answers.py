@@ -24,6 +24,7 @@ from hammr.muse.system import CoTSystem
 from hammr.non_answers import (
     EMPTY,
     INSTRUCTION,
+    LABEL,
     PROMPTS,
     QUESTION,
     non_answer,
@@ -200,6 +201,19 @@ def test_non_answer_rule() -> None:
     assert non_answer("Look twice before you answer.", q, ["Look twice before you answer."])
     for legit in ["blue", "no", "2", "the car", "car blue", "a blue car", "red car"]:
         assert non_answer(legit, q) is None, legit
+
+
+def test_a_label_of_hammr_s_reply_format_is_no_answer() -> None:
+    """The embedded model answered AVIS's rocket question with its reasoner's verdict word
+    ("answerable: answerable"); the word is not the answer, whatever system gave it."""
+    q = "Which company builds this rocket?"
+    for label in ["answerable", "Answerable.", "not informative", "NOT_INFORMATIVE", "informative"]:
+        assert non_answer(label, q) == LABEL, label
+    for legit in ["SpaceX", "answerable questions", "not very informative", "informed"]:
+        assert non_answer(legit, q) is None, legit
+    trace = Trace(agent="AVIS", question=q, answer="answerable", status="finished")
+    assert AgentResult("answerable", trace).answer is None
+    assert trace.status == "no_answer" and trace.error == f'{LABEL}: "answerable"'
 
 
 def test_every_prompt_named_exists_and_worked_example_answers_are_answers() -> None:

@@ -4,7 +4,7 @@ A model that has run out of ideas often "answers" with what it was just told. To
 your last step: write [Thought] and [Finish] with your best answer.", the embedded 135M model
 finished with "write [Thought] and [Finish] with your best answer." That is hammr's text, not
 the model's answer, and no system returns it as one. Every system's run ends in an
-``AgentResult``, which passes its answer through :func:`refuse_non_answer`; three kinds of
+``AgentResult``, which passes its answer through :func:`refuse_non_answer`; four kinds of
 reply are refused there:
 
 * **empty**: nothing but spaces and punctuation;
@@ -21,7 +21,9 @@ reply are refused there:
   the error observations of the run; worked examples are left out, their answers being
   real answers. One- and two-word answers ("2", "yes", "red car") are never refused as
   instructions, nor are answers that only share words with them or are a fragment of one
-  of their sentences ("in the middle of the image").
+  of their sentences ("in the middle of the image");
+* **a label of hammr's reply format**: nothing but one of the words a reply format asks the
+  model to choose from (:data:`LABELS`: AVIS's "answerable"), put where the answer goes.
 
 A refused answer is recorded, not lost: the step that gave it keeps the model's text
 (``raw``) and gets the error kind ``no_action`` (the reply holds no usable [Act] or
@@ -79,9 +81,16 @@ instructions of each, without its worked examples (a prompt that carries example
 instructions in its first paragraph). A ReAct agent's own instructions and tool cards come
 with its result (see :class:`hammr.agent.AgentResult`)."""
 
+LABELS: tuple[tuple[str, str], ...] = (("hammr.avis.analyses", "VERDICTS"),)
+"""Labels hammr's reply formats ask a model to choose from, as (module, constant): AVIS's
+reasoner answers "informative", "not informative" or "answerable" before its answer. An
+answer that is nothing but one of them is the format's word copied into the answer's place,
+whatever its length (the 135M model answered AVIS's rocket question "answerable")."""
+
 EMPTY = "the model's answer was empty"
 QUESTION = "the model repeated the question"
 INSTRUCTION = "the model repeated hammr's instruction"
+LABEL = "the model gave a label of hammr's reply format as its answer"
 
 _WORD = re.compile(r"\w+")
 _QUOTE_CHARS = 120
@@ -164,6 +173,21 @@ def prompt_instructions() -> Instructions:
     return Instructions(texts)
 
 
+@cache
+def _labels() -> frozenset[tuple[str, ...]]:
+    found: set[tuple[str, ...]] = set()
+    for module, name in LABELS:
+        for label in getattr(importlib.import_module(module), name):
+            found.add(tuple(words(str(label).replace("_", " "))))
+    return frozenset(found)
+
+
+def is_label(answer: str) -> bool:
+    """Whether ``answer`` is only one of :data:`LABELS` (case, spacing, punctuation and
+    underscores set aside)."""
+    return tuple(words(answer.replace("_", " "))) in _labels()
+
+
 def repeats_question(answer: str, question: str) -> bool:
     """Whether ``answer`` is ``question`` (or its first line) again, once case, spacing,
     punctuation and a leading 'Question:' are set aside."""
@@ -187,15 +211,18 @@ def repeats_instructions(answer: str, instructions: Iterable[str] = ()) -> bool:
 
 
 def non_answer(answer: str, question: str, instructions: Iterable[str] = ()) -> str | None:
-    """Why ``answer`` is not an answer to ``question`` (:data:`EMPTY`, :data:`QUESTION` or
-    :data:`INSTRUCTION`), or None when it is one. ``instructions``: the text the system gave
-    its model besides :data:`PROMPTS` (its instructions, tool cards, error observations)."""
+    """Why ``answer`` is not an answer to ``question`` (:data:`EMPTY`, :data:`QUESTION`,
+    :data:`INSTRUCTION` or :data:`LABEL`), or None when it is one. ``instructions``: the
+    text the system gave its model besides :data:`PROMPTS` (its instructions, tool cards,
+    error observations)."""
     if _is_empty(answer):
         return EMPTY
     if repeats_question(answer, question):
         return QUESTION
     if repeats_instructions(answer, instructions):
         return INSTRUCTION
+    if is_label(answer):
+        return LABEL
     return None
 
 
@@ -265,6 +292,8 @@ def refuse_non_answer(
 __all__ = [
     "EMPTY",
     "INSTRUCTION",
+    "LABEL",
+    "LABELS",
     "MIN_WORDS",
     "PROMPTS",
     "QUESTION",

@@ -347,7 +347,7 @@ def build_cmd(
             no_embed=no_embed,
             no_cache=no_cache,
             progress=progress,
-            say=click.echo,
+            say=echo,
         )
     except MemoryCommandError as e:
         fail(str(e), code=e.code)
@@ -373,7 +373,7 @@ def build_bank(
     no_embed: bool = False,
     no_cache: bool = False,
     progress: bool | None = None,
-    say: Callable[[str], None] = click.echo,
+    say: Callable[[str], None] = echo,
 ) -> None:
     """``hammr memory build`` as a function (its options, one argument each; ``config``: a
     configuration already loaded, used instead of ``config_path``). Raises

@@ -261,7 +261,7 @@ def reflect(
     attempts: int = 3,
     concurrency: int = 4,
     progress: bool = True,
-    say: Callable[[str], None] = click.echo,
+    say: Callable[[str], None] = echo,
     note: Callable[[str], None] = _stderr,
 ) -> None:
     """``hammr memory reflect`` as a function (``config``: a configuration already loaded,
@@ -371,7 +371,7 @@ def insights(
     cap: int = 20,
     batch_size: int = 4,
     progress: bool = True,
-    say: Callable[[str], None] = click.echo,
+    say: Callable[[str], None] = echo,
     note: Callable[[str], None] = _stderr,
 ) -> None:
     """``hammr memory insights`` as a function (``config``: a configuration already loaded,
