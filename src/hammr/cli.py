@@ -186,7 +186,7 @@ def ask(
         echo(format_trace(trace), err=False)
         echo("")
     if result.answer is not None:
-        echo(safe_text(result.answer))
+        echo(result.answer)
     # saved after printing: a path that cannot be written must not cost the model's work
     problem = _save_trace(trace, trace_path) if trace_path is not None else None
     if trace.status == "no_answer":  # the model's reply was not an answer; the error says why
@@ -346,7 +346,7 @@ def tools_cmd(config_path: Path | None) -> None:
             state = f"{cap}: UNAVAILABLE: {built.unavailable[cap]}"
         else:
             state = f"{cap}: NO BACKEND (see hammr.toml [tools.{cap}])"
-        echo(safe_text(f"{t.card()}\n  [{state}]\n"))  # a backend's error quotes files
+        echo(f"{t.card()}\n  [{state}]\n")  # a backend's error quotes files
 
 
 EPILOG_SYSTEMS = """\b
@@ -676,7 +676,7 @@ def route_cmd(
         except LLMError as e:
             fail(str(e))
     echo(f"specialist: {decision.agent or '(none)'}")
-    echo(safe_text(f"decided by: {decision.by} ({decision.explain()})"))
+    echo(f"decided by: {decision.by} ({decision.explain()})")
     if decision.candidates:
         echo(f"candidates for these inputs: {', '.join(decision.candidates)}")
     if decision.votes:

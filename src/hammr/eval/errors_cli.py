@@ -8,7 +8,7 @@ import click
 
 from hammr.cli_common import config_option, fail, open_store, store_option, warn_unfinished
 from hammr.output_file import OutputError
-from hammr.terminal_text import echo, safe_text
+from hammr.terminal_text import echo
 
 EPILOG_ERRORS = """\
 \b
@@ -97,7 +97,7 @@ def errors_cmd(
     if labels_path is not None:
         try:
             table = tabulate_labels(labels_path, accuracy=accuracy).to_markdown()
-            echo(safe_text(table))  # run names from the labelled file
+            echo(table)  # run names from the labelled file
         except LabelFileError as e:
             fail(str(e))
         return

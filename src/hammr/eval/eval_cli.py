@@ -20,7 +20,7 @@ from hammr.cli_common import (
     warn_unfinished,
 )
 from hammr.eval.executors import EXECUTORS
-from hammr.terminal_text import echo, safe_line, safe_text
+from hammr.terminal_text import echo, safe_line
 
 EPILOG_EVAL = """\b
 Examples:
@@ -413,7 +413,7 @@ def report_cmd(
     finally:
         store.close()
     if out is None:
-        echo(safe_text(text), nl=False)  # run names and question types: a file's text
+        echo(text, nl=False)  # run names and question types: a file's text
         return
     try:
         write_output(out, text)

@@ -14,7 +14,7 @@ import click
 from hammr.cli_common import config_option, fail, store_option
 from hammr.eval.executors import EXECUTORS
 from hammr.experiments.report_cli import prefix_option, report_cmd
-from hammr.terminal_text import echo, safe_line, safe_text
+from hammr.terminal_text import echo, safe_line
 
 if TYPE_CHECKING:
     from hammr.experiments.spec import Experiment
@@ -305,7 +305,7 @@ def run_cmd(
     )
     try:
         outcome = run_experiment(  # a note quotes reasons: a data file's or a model's text
-            e, options, note=lambda line: echo(safe_text(line), err=True)
+            e, options, note=lambda line: echo(line, err=True)
         )
     except RunnerError as err:
         fail(str(err), code=err.code)

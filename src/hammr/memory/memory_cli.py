@@ -619,7 +619,7 @@ def show_cmd(bank_path: Path, as_json: bool, examples: int) -> None:
         return
     # the bank holds models' and datasets' text: every line of it made safe for a terminal
     for line in info.lines():
-        echo(safe_text(line))
+        echo(line)
     echo(
         f"annotated by source: {by_source[True][1]} of {by_source[True][0]} from correct "
         f"answers, {by_source[False][1]} of {by_source[False][0]} from incorrect ones"
@@ -647,7 +647,7 @@ def show_cmd(bank_path: Path, as_json: bool, examples: int) -> None:
                     f"  [{d['score']}/10, from {d['learned_from']}] {d['action']}  ({d['source']})"
                 )
             )
-            echo(safe_text(f"      {d['guidance']}"))
+            echo(f"      {d['guidance']}")
 
 
 # -- search -----------------------------------------------------------------------------------
@@ -781,7 +781,7 @@ def search_cmd(
     how = "wide search" if len(names) == 1 else f"deep search over {', '.join(names)}"
     echo(f"{how}: {len(result.hits)} hit(s)")
     for note in result.notes:
-        echo(safe_text(f"note: {note}"))
+        echo(f"note: {note}")
     if not result.hits:
         return
     head = ("#", "sim", "score", "from", "viewpoint", "round", "source")
@@ -802,7 +802,7 @@ def search_cmd(
     for r, h in zip(rows, result.hits, strict=True):
         echo("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
         echo(safe_line(f"    action: {h.experience.action}"))
-        echo(safe_text(f"    guidance: {h.guidance or '(none)'}"))
+        echo(f"    guidance: {h.guidance or '(none)'}")
 
 
 __all__ = [

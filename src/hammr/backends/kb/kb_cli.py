@@ -13,7 +13,7 @@ import click
 from hammr.backends.kb.build import KBBuildError, build_kb
 from hammr.backends.kb.sqlite_kb import KBError, SqliteKB, bundled_kb_path, fts_terms
 from hammr.cli_common import fail
-from hammr.terminal_text import echo, safe_line, safe_text
+from hammr.terminal_text import echo, safe_line
 
 
 @click.group(name="kb")
@@ -127,4 +127,4 @@ def article_cmd(path: Path, title: str) -> None:
     if page is None:
         fail(f"no article found for {title!r}", code=1)
     echo(safe_line(f"# {page.title}" + (f" <{page.url}>" if page.url else "")))
-    echo(safe_text(page.text))
+    echo(page.text)
