@@ -16,6 +16,7 @@
 .venv/bin/python benchmarks/run.py memory     # (m) experience bank search 10k-1M, ~15 min
 .venv/bin/python benchmarks/run.py prefix     # (n) prefix reuse on a llama.cpp server, ~30 min
 .venv/bin/python benchmarks/run.py threads    # (o) embedded model by threads, quiet/busy, ~5 min
+.venv/bin/python benchmarks/run.py serve      # (p) `hammr serve` vs in process, ~30 s
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import pool_throughput
 import prefix_reuse
 import ray_throughput
 import routing_accuracy
+import serve_overhead
 import step_overhead
 import viewer_list
 
@@ -68,6 +70,7 @@ def main(argv: list[str]) -> None:
         "memory",
         "prefix",
         "threads",
+        "serve",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -262,6 +265,17 @@ def main(argv: list[str]) -> None:
                 "(o) the embedded model (SmolLM2, llama.cpp) by CPU threads, beside busy "
                 "programs: median seconds per call (700-token prompt, 48 tokens)",
                 embedded_threads.COLUMNS,
+                rows,
+            )
+        )
+
+    if "serve" in which:
+        rows = serve_overhead.run()
+        console.print(
+            table(
+                "(p) `hammr serve` vs the system in process: naive system, scripted model, "
+                "httpx client (target: < 5 ms added latency at concurrency 8)",
+                serve_overhead.COLUMNS,
                 rows,
             )
         )

@@ -995,9 +995,10 @@ def test_sample_detail_lists_multiple_choice_options(tmp_path: Path) -> None:
     """The options come from the question the system was asked (the runner appends them to
     the trace's question); the chosen and the correct letter are read as the metric reads
     them."""
+    from hammr.eval.metrics.choice import lettered_options
     from hammr.eval.runner import question_text
     from hammr.eval.types import Sample
-    from hammr.web.api import Api, choice_view, lettered_options
+    from hammr.web.api import Api, choice_view
 
     sample = Sample("m1", "mc", "Colour?", ("C",), {}, choices=("blue", "red", "green"))
     asked = question_text(sample)

@@ -23,7 +23,9 @@ from hammr.eval.errors_cli import errors_cmd
 from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
 from hammr.eval.explain_cli import explain_cmd
 from hammr.experiments.experiment_cli import experiment
+from hammr.mcp_bridge.mcp_cli import mcp_cmd
 from hammr.memory.memory_cli import memory
+from hammr.serve.serve_cli import serve_cmd
 from hammr.terminal_text import echo, safe_console, safe_line, safe_markup, safe_text
 from hammr.values import Image, ImageLoadError
 from hammr.web.web_cli import view_cmd
@@ -328,17 +330,25 @@ def config_show(config_path: Path | None) -> None:
 @main.command("tools")
 @config_option
 def tools_cmd(config_path: Path | None) -> None:
-    """List every tool with its card and whether its capability has a backend now."""
+    """List every tool with its card and whether its capability has a backend now.
+
+    The tools of the MCP servers in [[tools.mcp]] are listed too (each server is started to
+    list them), with the server they come from."""
     from hammr.factory import build_backends
-    from hammr.tools.library import builtin_tools
+    from hammr.tools.library import configured_tools
 
     try:
-        built = build_backends(load_config(config_path))
+        cfg = load_config(config_path)
+        built = build_backends(cfg)
+        tools = configured_tools(cfg)
     except ConfigError as e:
         fail(str(e))
-    for t in builtin_tools():
+    for t in tools:
         cap = getattr(t, "capability", None)
-        if cap is None:
+        server = getattr(t, "mcp_server", None)
+        if server is not None:
+            state = f"MCP server '{server}'"
+        elif cap is None:
             state = "uses the agent's LLM" if getattr(t, "uses_llm", False) else "built in"
         elif cap in built.backends:
             state = f"{cap}: {built.backends[cap]!r}"
@@ -421,6 +431,8 @@ def systems_cmd(
         model = f"served {llm['model'] or '(llm.model unset)'} at {llm['base_url'] or '?'}"
         model += " (sees images)" if sees else " (text-only)"
     capabilities = sorted(c for c in built.backends if c != "text")
+    # [[tools.mcp]]: named, not contacted (a system that runs starts them; `hammr tools` lists)
+    mcp_servers = [str(e.get("name")) for e in cfg.get("tools.mcp") or [] if isinstance(e, dict)]
     agents = [
         {"name": spec.name, "question_type": spec.question_type, "role": spec.role}
         for spec in catalog.specs.values()
@@ -461,6 +473,7 @@ def systems_cmd(
             "sees_images": sees,
             "capabilities": capabilities,
             "unavailable": dict(built.unavailable),
+            "mcp_servers": mcp_servers,
             "systems": rows,
             "agents": agents,
         }
@@ -470,6 +483,11 @@ def systems_cmd(
     echo(f"# config file: {cfg.path or '(none; defaults and environment only)'}")
     echo(safe_line(f"# model: {model}"))
     echo(f"# tools with a backend: {', '.join(capabilities) or 'none'}")
+    if mcp_servers:
+        echo(
+            f"# MCP servers ([[tools.mcp]]): {', '.join(mcp_servers)}: not contacted here; "
+            "their tools are started with a system, and `hammr tools` lists them"
+        )
     table = [("system", "paper", "what it is", "runs here")]
     for name in chosen:
         info = SYSTEMS.get(name)
@@ -701,8 +719,10 @@ main.add_command(runs_cmd)
 main.add_command(errors_cmd)
 main.add_command(explain_cmd)
 main.add_command(view_cmd)
+main.add_command(serve_cmd)
 main.add_command(avis)
 main.add_command(experiment)
+main.add_command(mcp_cmd, "mcp")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,10 @@ Where a value comes from, in order of precedence:
    several replicas separated by commas (``http://a:8000/v1,http://b:8000/v1``);
 2. the config file: ``--config PATH``, else ``$HAMMR_CONFIG``, else ``./hammr.toml`` if present;
 3. the defaults below.
+
+``[[tools.mcp]]`` is the one array of tables: each entry names an external MCP server whose
+tools hammr's agents may call (:mod:`hammr.mcp_bridge.remote_tools`); :data:`MCP_KEYS` are
+the keys an entry may have, checked here (the server is only contacted when tools are built).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -211,6 +216,34 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message names the key and where it came from."""
 
 
+MCP_TABLE = "mcp"
+"""``[[tools.mcp]]``: an array of tables, one per MCP server, not a capability's table."""
+
+MCP_KEYS: dict[str, str] = {
+    "name": "a string: the prefix of its tools' names (lens: lens_FindEntity, ...)",
+    "command": "a list of strings: the program and its arguments (stdio)",
+    "url": "a string: the server's streamable HTTP endpoint, http(s)://HOST/PATH",
+    "env": "a table of strings: environment variables for the command",
+    "cwd": "a string: the command's working folder (relative to, and by default, the config's)",
+    "headers": "a table of strings: HTTP headers sent to the url",
+    "api_key_env": "a string: the environment variable whose value is sent as a Bearer token",
+    "tools": "a list of strings: the server's tools to use (default: every one)",
+    "timeout_s": "a number above 0: seconds one call may take",
+    "max_result_chars": "a whole number of at least 1: the longest text result kept",
+    "startup_timeout_s": "a number above 0: seconds to start and list the tools",
+}
+"""Every key of a ``[[tools.mcp]]`` entry, and what it takes."""
+
+MCP_DEFAULTS: dict[str, Any] = {
+    "timeout_s": 60.0,
+    "max_result_chars": 20_000,
+    "startup_timeout_s": 30.0,
+}
+"""The values of an entry's optional limits when it does not set them."""
+
+_MCP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+
+
 def setting_note(cfg: Config, key: str) -> str | None:
     """What a setting means for this configuration, where that depends on the backend (the
     timeouts), and for a setting a paper ran otherwise (:mod:`hammr.paper_settings`) whether
@@ -342,6 +375,14 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(f"{key} = {v!r} (from {where}) is not one of: {', '.join(choices)}")
     known = flatten_settings({k: v for k, v in DEFAULTS.items() if k != "tools"})
     for key, value, source in cfg.items():
+        if key == f"tools.{MCP_TABLE}":
+            _validate_mcp(value, source)
+            continue
+        if key.startswith(f"tools.{MCP_TABLE}."):
+            raise ConfigError(
+                f"{key} (from {source}): MCP servers are an array of tables, one per server: "
+                "write [[tools.mcp]] (two brackets), not [tools.mcp]"
+            )
         if key.startswith("tools."):
             _validate_tool_key(key, value, source)
             continue
@@ -370,6 +411,86 @@ def _validate(cfg: Config) -> None:
             test, what = limit
             if not math.isfinite(value) or not test(value):
                 raise ConfigError(f"{key} = {value!r} (from {source}) should be {what}")
+
+
+def _validate_mcp(entries: Any, source: str) -> None:
+    """``[[tools.mcp]]``: a list of tables, each with known keys of the right types, a name
+    that can prefix a tool's name in a step, and exactly one of command and url."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(
+            f"tools.mcp (from {source}) should be an array of tables, one per MCP server: "
+            '[[tools.mcp]] name = "lens" command = ["python", "lens_server.py"] '
+            '(or url = "http://127.0.0.1:9000/mcp")'
+        )
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        name = entry.get("name")
+        where = f"[[tools.mcp]] #{i + 1}" + (f" {name!r}" if isinstance(name, str) else "")
+        where += f" (from {source})"
+        unknown = sorted(set(entry) - set(MCP_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(MCP_KEYS)}"
+            )
+        if not isinstance(name, str) or not _MCP_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{where}: name = {name!r} should be a letter then up to 31 letters, digits or "
+                "underscores (it prefixes the server's tools' names: lens_FindEntity)"
+            )
+        if name in seen:
+            raise ConfigError(f"{where}: name {name!r} is already used by entry #{seen[name]}")
+        seen[name] = i + 1
+        for key, value in entry.items():
+            problem = _mcp_value_problem(key, value)
+            if problem is not None:
+                raise ConfigError(f"{where}: {key} = {value!r} should be {MCP_KEYS[key]}{problem}")
+        has_command, has_url = "command" in entry, "url" in entry
+        if has_command == has_url:
+            raise ConfigError(
+                f"{where}: give exactly one of command (a program hammr starts and talks to "
+                "over stdio) and url (a streamable HTTP server)"
+                + (", not both" if has_command else "")
+            )
+        misplaced = ("headers", "api_key_env") if has_command else ("env", "cwd")
+        wrong = [k for k in misplaced if k in entry]
+        if wrong:
+            kind = "command" if has_command else "url"
+            raise ConfigError(
+                f"{where}: {wrong[0]} does not apply to a server given by {kind} "
+                "(env and cwd are for command; headers and api_key_env for url)"
+            )
+
+
+def _mcp_value_problem(key: str, value: Any) -> str | None:
+    """None when ``value`` fits ``[[tools.mcp]]`` key ``key``, else "" or a note to add."""
+
+    def strings(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    def table(v: Any) -> bool:
+        return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+    def number(v: Any) -> bool:
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+        return ok and math.isfinite(v) and v > 0
+
+    if key == "command":
+        if isinstance(value, str):
+            return f' (split it: command = ["{value.split(" ")[0]}", ...])'
+        return None if strings(value) and value and value[0] else ""
+    if key == "url":
+        ok = isinstance(value, str) and value.startswith(("http://", "https://"))
+        return None if ok else ""
+    if key in ("env", "headers"):
+        return None if table(value) else ""
+    if key == "tools":
+        return None if strings(value) and value else ""
+    if key in ("timeout_s", "startup_timeout_s"):
+        return None if number(value) else ""
+    if key == "max_result_chars":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        return None if ok else ""
+    return None if isinstance(value, str) and value else ""  # name, cwd, api_key_env
 
 
 def _validate_tool_key(key: str, value: Any, source: str) -> None:

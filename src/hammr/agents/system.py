@@ -183,12 +183,14 @@ class AgentSystems:
 
 
 def build_systems(cfg: Config, max_steps: int | None = None) -> tuple[AgentSystems, dict[str, Any]]:
-    """The agent systems of this configuration, and the tool backends they run on."""
+    """The agent systems of this configuration, and the tool backends they run on. Their
+    tools are the built-in ones and those of the configuration's ``[[tools.mcp]]`` servers
+    (:func:`hammr.tools.library.configured_tools`), which an agent file names like any other."""
     from hammr.factory import build_backends
-    from hammr.tools.library import builtin_tools
+    from hammr.tools.library import configured_tools
 
     backends = build_backends(cfg).backends
-    systems = AgentSystems.from_config(cfg, builtin_tools(), backends, max_steps=max_steps)
+    systems = AgentSystems.from_config(cfg, configured_tools(cfg), backends, max_steps=max_steps)
     if cfg.get("memory.path") and str(cfg.get("memory.agents") or "").strip():
         # beyond MuSEAgent: HAMMR's agents named in [memory] agents search the bank too
         from hammr.muse.advisors import equip_from_config

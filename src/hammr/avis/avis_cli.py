@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hammr.cli_common import fail, open_store, store_option
+from hammr.cli_common import config_option, fail, open_store, store_option
 from hammr.output_file import OutputError, write_output
 from hammr.terminal_text import echo, safe_console, safe_line, safe_markup, safe_text
 
@@ -383,21 +383,28 @@ def induce_cmd(
 
 @avis.command("graph", epilog=EPILOG_AVIS)
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
-def graph_cmd(file: Path | None) -> None:
+@config_option
+def graph_cmd(file: Path | None, config_path: Path | None) -> None:
     """Check a transition graph file and print its edges (default: the bundled graph).
 
     A graph file is TOML: [edges] maps each state (START or an action) to the actions the
     planner may choose next; [actions.NAME] tables declare custom actions over library
-    tools. The check finds unknown actions, states START cannot reach and graphs with no
-    path to an action that can answer; a bad file is one line on stderr and exit status 2.
+    tools (the built-in ones, and those of the configuration's [[tools.mcp]] servers, which
+    are started to list them). The check finds unknown actions, states START cannot reach and
+    graphs with no path to an action that can answer; a bad file is one line on stderr and
+    exit status 2.
     """
     from hammr.avis.graph import GraphError, default_graph, default_graph_path, load_graph
-    from hammr.tools.library import builtin_tools
+    from hammr.config import ConfigError, load_config
+    from hammr.tools.library import configured_tools
 
-    tools = [t.name for t in builtin_tools()]
     try:
-        graph = load_graph(file, tools) if file is not None else default_graph()
-    except GraphError as e:
+        if file is None:
+            graph = default_graph()
+        else:
+            tools = [t.name for t in configured_tools(load_config(config_path))]
+            graph = load_graph(file, tools)
+    except (GraphError, ConfigError) as e:
         fail(_one_line(str(e)))
     where = str(file) if file is not None else f"{default_graph_path()} (bundled)"
     echo(f"graph {where}: valid")

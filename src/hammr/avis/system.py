@@ -422,13 +422,13 @@ def settings_from(config: Any) -> AvisSettings:
 
 def _graph_of(bench: Workbench, autonomous: bool) -> TransitionGraph:
     from hammr.avis.graph import autonomous_graph, default_graph, load_graph
-    from hammr.tools.library import builtin_tools
 
     path = str(bench.config.get("avis.graph", "") or "")
     if path:
         base = bench.config.path.parent if bench.config.path is not None else Path.cwd()
         file = Path(path) if Path(path).is_absolute() else base / path
-        graph = load_graph(file, [t.name for t in builtin_tools()])
+        # a custom action may call any tool of the configuration, an MCP server's included
+        graph = load_graph(file, [t.name for t in bench.agents.tools])
     else:
         graph = default_graph()
     return autonomous_graph(graph.actions) if autonomous else graph
@@ -436,7 +436,6 @@ def _graph_of(bench: Workbench, autonomous: bool) -> TransitionGraph:
 
 def _build(bench: Workbench, *, autonomous: bool) -> AvisSystem:
     from hammr.factory import grammar_setting
-    from hammr.tools.library import builtin_tools
 
     graph = _graph_of(bench, autonomous)
     grammar = grammar_setting(bench.config)
@@ -444,7 +443,7 @@ def _build(bench: Workbench, *, autonomous: bool) -> AvisSystem:
     bare = autonomous and not bool(bench.config.get("avis.autonomous_examples", True))
     index, prepare = _image_index(bench)
     runner = ActionRunner(
-        graph.actions, {t.name: t for t in builtin_tools()}, index, grammar=grammar
+        graph.actions, {t.name: t for t in bench.agents.tools}, index, grammar=grammar
     )
     return AvisSystem(
         graph,

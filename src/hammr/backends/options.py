@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from hammr.backends.registry import DEFAULT_BACKENDS, FACTORIES
+from hammr.config import MCP_TABLE
 
 
 def backend_options(capability: str, backend: str) -> dict[str, type]:
@@ -35,7 +36,7 @@ def tool_settings(tools: Mapping[str, Any]) -> dict[str, Any]:
     unset: the default backend's name for ``backend`` ('none' where there is none), None
     (the backend's own default) for the options of the backend each capability uses."""
     out: dict[str, Any] = {}
-    for cap in sorted({c for c, _ in FACTORIES} | set(tools)):
+    for cap in sorted({c for c, _ in FACTORIES} | (set(tools) - {MCP_TABLE})):
         table = tools.get(cap)
         chosen = table.get("backend") if isinstance(table, Mapping) else None
         default = DEFAULT_BACKENDS.get(cap, "none")

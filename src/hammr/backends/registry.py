@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hammr.config import MCP_TABLE
 from hammr.tools.base import Backends
 
 Factory = Callable[[dict[str, Any]], Any]
@@ -122,7 +123,8 @@ def build_backends(tools: Mapping[str, Any], vlm: Mapping[str, Any] | None = Non
     a missing package or program only leaves that capability out.
     """
     out = BuiltBackends()
-    capabilities = {c for c, _ in FACTORIES} | set(tools)
+    # [[tools.mcp]] lists MCP servers, not a capability (hammr.mcp_bridge.remote_tools)
+    capabilities = {c for c, _ in FACTORIES} | (set(tools) - {MCP_TABLE})
     for cap in sorted(capabilities):
         options = dict(tools.get(cap) or {})
         name = str(options.pop("backend", DEFAULT_BACKENDS.get(cap, "none")))

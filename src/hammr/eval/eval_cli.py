@@ -428,6 +428,7 @@ def runs_cmd(store_path: Path | None) -> None:
     """List the stored evaluation runs: name, suite, system, samples done, mean score (FAILED
     where every sample, or more than half for one cause, failed), and failed samples (error,
     timeout or llm_failure; `hammr eval ... --retry-failed`)."""
+    from hammr.eval.report import UNSCORED_CELL
     from hammr.eval.run_health import stored_verdict
     from hammr.eval.store import FAILED_STATUSES, default_store_path
 
@@ -442,7 +443,9 @@ def runs_cmd(store_path: Path | None) -> None:
             s = store.summary(name)
             failed = sum(s.statuses.get(k, 0) for k in FAILED_STATUSES)
             mean = f"{100 * s.mean:.1f}%" if s.done else "–"
-            if 2 * failed > s.done and stored_verdict(store, name) is not None:
+            if s.done and not store.has_ground_truth(name):
+                mean = UNSCORED_CELL
+            elif 2 * failed > s.done and stored_verdict(store, name) is not None:
                 mean = "FAILED"
             rows.append(
                 (  # names are the store's text: made safe for a terminal

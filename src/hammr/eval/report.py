@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from hammr.eval.suites import SuiteAggregate
 
 FAILED_CELL = "FAILED"
+UNSCORED_CELL = "unscored"
+"""What every cell of a run without any ground truth shows (served questions, saved traces):
+its stored scores of 0 are not results."""
 """What every cell of a FAILED run (:mod:`hammr.eval.run_health`) shows instead of a number."""
 
 Format = Literal["markdown", "csv", "html"]
@@ -102,9 +105,15 @@ class Report:
     The renderers write :data:`FAILED_CELL` in every cell of such a run; the cells keep the
     computed numbers for callers that want them."""
 
+    unscored: tuple[bool, ...] = ()
+    """One per run: True when no sample has a ground truth (:data:`UNSCORED_CELL`)."""
+
     def failed(self, index: int) -> RunVerdict | None:
         """The verdict on the ``index``-th run (None: its numbers are results)."""
         return self.verdicts[index] if index < len(self.verdicts) else None
+
+    def is_unscored(self, index: int) -> bool:
+        return index < len(self.unscored) and self.unscored[index]
 
     def render(self, fmt: Format = "markdown") -> str:
         if fmt == "csv":
@@ -282,9 +291,17 @@ def build_report(
                 f"{info.name}: {FAILED_CELL}, its numbers are not results: {verdict.text}; "
                 f"{verdict.next_step('ask them again with --retry-failed')}."
             )
+    unscored = tuple(not store.has_ground_truth(info.name) for info in infos)
+    for info, none in zip(infos, unscored, strict=True):
+        if none and any(per_run[infos.index(info)].values()):
+            notes.append(
+                f"{info.name}: {UNSCORED_CELL}, its questions came without a ground truth "
+                "(served by `hammr serve`, or a saved trace): read them with `hammr view` or "
+                "`hammr errors`."
+            )
     aggregates, aggregate_notes = _aggregate_rows(infos, per_entry, samples=samples, seed=seed)
     notes += aggregate_notes
-    return Report(infos, rows, tuple(macro), notes, samples, aggregates, verdicts)
+    return Report(infos, rows, tuple(macro), notes, samples, aggregates, verdicts, unscored)
 
 
 def _header(report: Report) -> list[str]:
@@ -304,6 +321,8 @@ def _texts(cells: Sequence[Cell | None], report: Report | None = None) -> list[s
             out.append("–")
         elif report is not None and report.failed(i) is not None:
             out.append(FAILED_CELL)
+        elif report is not None and report.is_unscored(i):
+            out.append(UNSCORED_CELL)
         else:
             out.append(c.text())
     return out
@@ -360,8 +379,8 @@ def render_csv(report: Report) -> str:
         for i, c in enumerate(cs):
             if c is None:
                 out += ["", "", "", "0"]
-            elif report.failed(i) is not None:  # no number: its scores are failures' zeros
-                out += ["", "", "", str(c.n)]
+            elif report.failed(i) is not None or report.is_unscored(i):
+                out += ["", "", "", str(c.n)]  # no number: its scores are zeros, not results
             else:
                 out += [f"{100 * c.mean:.2f}", f"{100 * c.low:.2f}", f"{100 * c.high:.2f}"]
                 out.append(str(c.n))

@@ -226,11 +226,7 @@ async def _answer_and_score(
     record.trace = trace
     record.prediction = getattr(result, "answer", None)
     if trace is not None:
-        record.status = str(trace.status)
-        record.error = trace.error
-        record.prompt_tokens = trace.prompt_tokens
-        record.completion_tokens = trace.completion_tokens
-        record.llm_calls = trace.llm_calls
+        take_trace(record, trace)
     if record.prediction is not None:
         try:
             if isinstance(metric, str):
@@ -276,7 +272,15 @@ def _deepest_step(trace: Trace) -> tuple[str, Any] | None:
 
 def _keep_partial(record: RunRecord, trace: Trace, reason: str) -> None:
     trace.status, trace.error = "timeout", reason
+    take_trace(record, trace)
+
+
+def take_trace(record: RunRecord, trace: Trace) -> None:
+    """Give ``record`` the trace with its status, error and model usage (an evaluation's
+    sample and a served question are recorded alike)."""
     record.trace = trace
+    record.status = str(trace.status)
+    record.error = trace.error
     record.prompt_tokens = trace.prompt_tokens
     record.completion_tokens = trace.completion_tokens
     record.llm_calls = trace.llm_calls

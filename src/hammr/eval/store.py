@@ -829,6 +829,14 @@ class RunStore(SqliteFile):
         ]
         return RunSummary(info, done, mean, statuses, groups, latency, p_tok, c_tok)
 
+    def has_ground_truth(self, run: str) -> bool:
+        """Whether any sample of ``run`` has a ground truth. A run of questions asked without
+        one (served by `hammr serve`, a trace from `hammr ask`) has scores of 0 that mean
+        nothing: reports show it as unscored."""
+        return bool(
+            self._query("SELECT 1 FROM samples WHERE run = ? AND answers != '[]' LIMIT 1", (run,))
+        )
+
     def unknown_run_message(self, run: str) -> str:
         names = self.run_names()
         known = (

@@ -70,12 +70,15 @@ Variables:
 
 
 def tool_bank(bench: Workbench, extra: Sequence[Tool] = ()) -> list[Tool]:
-    """The library's tools of :data:`TOOL_NAMES` (in that order) and ``extra``."""
+    """The library's tools of :data:`TOOL_NAMES` (in that order), then the tools of the
+    configuration's ``[[tools.mcp]]`` servers (beyond the paper; none unless configured),
+    then ``extra``."""
     available = {t.name: t for t in bench.agents.tools}
     missing = [n for n in TOOL_NAMES if n not in available]
     if missing:
         raise SpecError(f"{AGENT_NAME}: the tool library lacks {', '.join(missing)}")
-    return [available[n] for n in TOOL_NAMES] + list(extra)
+    remote = [t for t in bench.agents.tools if getattr(t, "mcp_server", None)]
+    return [available[n] for n in TOOL_NAMES] + remote + list(extra)
 
 
 def react_agent(

@@ -49,7 +49,6 @@ MAX_PATH = 4096
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 CI_SAMPLES = 1000
-GROUND_TRUTH_PAGE = 200
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
@@ -234,7 +233,7 @@ class Api:
             "failed": sum(summary.statuses.get(k, 0) for k in FAILED_STATUSES),
             "rows": rows,
             "macro": macro,
-            "ground_truth": self._has_ground_truth(name),
+            "ground_truth": self.store.has_ground_truth(name),
             # why its numbers are not results (hammr.eval.run_health); the front end shows
             # FAILED in its cells instead of the failures' zeros
             "verdict": None
@@ -244,18 +243,6 @@ class Api:
         with self._cache_lock:
             self._runs_cache[name] = (key, entry)
         return entry
-
-    def _has_ground_truth(self, run: str) -> bool:
-        """Whether any sample of ``run`` has a ground truth (a run made from a `hammr ask`
-        trace has none, and its stored scores of 0 mean nothing)."""
-        offset = 0
-        while True:
-            page = self.store.records(run, offset, GROUND_TRUTH_PAGE, traces=False)
-            if any(rec.answers for rec in page):
-                return True
-            if len(page) < GROUND_TRUTH_PAGE:
-                return False
-            offset += GROUND_TRUTH_PAGE
 
     def _known(self, run: str) -> bool:
         return self.store.run_info(run) is not None
@@ -347,25 +334,6 @@ def record_dict(rec: Any) -> dict[str, Any]:
     }
 
 
-_OPTION_LINE = re.compile(r"^\s*\(?([A-Z])[).:]\s+(.*\S)\s*$")
-
-
-def lettered_options(text: str) -> list[str]:
-    """The options a question lists on their own lines, lettered from A ('A. red',
-    '(B) blue', 'C) green'; as the runner writes them after 'Options:'), else []."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _OPTION_LINE.match(line)), None)
-    if start is None:
-        return []
-    found: list[str] = []
-    for line in lines[start:]:
-        m = _OPTION_LINE.match(line)
-        if m is None or m.group(1) != chr(ord("A") + len(found)):
-            break
-        found.append(m.group(2))
-    return found if len(found) >= 2 else []
-
-
 def choice_view(
     asked: str | None, question: str, answers: Any, prediction: str | None
 ) -> dict[str, Any]:
@@ -373,6 +341,8 @@ def choice_view(
     (the trace's, where the runner appended them) or else the stored question; the letter
     the prediction chooses and the correct one, read as the multiple-choice metric reads
     them (:mod:`hammr.eval.metrics.choice`), each None when there is none."""
+    from hammr.eval.metrics.choice import lettered_options
+
     texts = lettered_options(asked or "") or lettered_options(question or "")
     if not texts:
         return {"options": [], "chosen_option": None, "correct_option": None}

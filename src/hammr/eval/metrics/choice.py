@@ -182,3 +182,22 @@ class MultipleChoice:
             return Score(0.0, detail="no option found")
         value = 1.0 if got.letter == gold else 0.0
         return Score(value, detail=f"chose {got.letter} ({got.how}); correct {gold}")
+
+
+_OPTION_LINE = re.compile(r"^\s*\(?([A-Z])[).:]\s+(.*\S)\s*$")
+
+
+def lettered_options(text: str) -> list[str]:
+    """The options a question lists on their own lines, lettered from A ('A. red',
+    '(B) blue', 'C) green'; as the runner writes them after 'Options:'), else []."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _OPTION_LINE.match(line)), None)
+    if start is None:
+        return []
+    found: list[str] = []
+    for line in lines[start:]:
+        m = _OPTION_LINE.match(line)
+        if m is None or m.group(1) != chr(ord("A") + len(found)):
+            break
+        found.append(m.group(2))
+    return found if len(found) >= 2 else []
