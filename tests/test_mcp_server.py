@@ -49,9 +49,9 @@ def env_for(tmp_path: Path) -> dict[str, str]:
     return {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache"), "HAMMR_CONFIG": ""}
 
 
-def png(width: int, height: int, colour: str = "red") -> bytes:
+def png(width: int, height: int, colour: str = "red", fmt: str = "PNG") -> bytes:
     buf = io.BytesIO()
-    PILImage.new("RGB", (width, height), colour).save(buf, format="PNG")
+    PILImage.new("RGB", (width, height), colour).save(buf, format=fmt)
     return buf.getvalue()
 
 
@@ -242,7 +242,9 @@ async def test_bad_calls_are_error_results_and_the_server_goes_on(tmp_path: Path
         ("CropImage", {"image": data_url(b"hello", "text/plain"), "boxes": [[0, 0, 1, 1]]},
          "not an image"),
         ("CropImage", {"image": data_url(b"hello, not a picture"), "boxes": [[0, 0, 1, 1]]},
-         "not a readable image"),
+         "not an image (no image format Pillow reads)"),
+        ("CropImage", {"image": data_url(png(8, 8, fmt="JPEG")), "boxes": [[0, 0, 1, 1]]},
+         "declared image/png but holds JPEG data"),
         ("CropImage", {"image": bomb, "boxes": [[0, 0, 1, 1]]}, "above the limit"),
         ("CropImage", {"image": "data:image/png;base64,@@@@", "boxes": [[0, 0, 1, 1]]},
          "not valid base64"),
@@ -422,8 +424,8 @@ async def keyed_calls(http_server: str) -> None:
 @pytest.mark.parametrize(
     ("args", "env", "said"),
     [
-        (["--http", "--host", "0.0.0.0"], {}, "needs an API key"),
-        (["--http", "--host", "0.0.0.0"], {"HAMMR_API_KEY": "  "}, "needs an API key"),
+        (["--http", "--host", "0.0.0.0"], {}, "give an API key"),
+        (["--http", "--host", "0.0.0.0"], {"HAMMR_API_KEY": "  "}, "give an API key"),
         (["--port", "9"], {}, "--port applies to --http only"),
         (["--config", "nowhere.toml"], {}, "nowhere.toml"),
     ],

@@ -198,7 +198,8 @@ def test_an_mcp_server_without_the_sdk_says_how_to_install_it(
 
 @needs_sdk
 def test_schema_properties_become_typed_parameters() -> None:
-    from hammr.mcp_bridge.remote_tools import params_from_schema, tool_name
+    from hammr.mcp_bridge.remote_schema import params_from_schema
+    from hammr.mcp_bridge.remote_tools import tool_name
 
     schema = {
         "type": "object",
@@ -238,7 +239,7 @@ def test_schema_properties_become_typed_parameters() -> None:
 
 @needs_sdk
 def test_any_parameters_travel_as_json() -> None:
-    from hammr.mcp_bridge.remote_tools import to_json
+    from hammr.mcp_bridge.remote_schema import to_json
 
     assert to_json(Box(1, 2, 3, 4)) == [1.0, 2.0, 3.0, 4.0]
     assert to_json(Entity("Eiffel Tower")) == "Eiffel Tower"
@@ -378,7 +379,7 @@ async def test_faults_are_observations_and_the_run_goes_on_scripted_llm(
         "[... cut: the result had 100,000 characters; the first 500 are shown" in huge.observation
     )
     assert boom.error_kind == "tool_failure" and "the lens is cracked" in str(boom.error)
-    assert garbage.error_kind == "tool_failure" and "not a readable image" in str(garbage.error)
+    assert garbage.error_kind == "tool_failure" and "not an image (no image format Pillow reads)" in str(garbage.error)
     assert echo.error is None and echo.observation == "still here (stored in 'e')"
     assert awake.error is None and awake.observation == "awake (stored in 's')"
     assert finish.finish == "ok" and result.trace.status == "finished"

@@ -277,3 +277,17 @@ def test_an_unknown_system_is_refused_in_one_line(tmp_path: Path) -> None:
     r = hammr("serve", "--system", "gpt-4o", "--port", "0", env=clean_env(tmp_path))
     assert r.returncode == 2 and "unknown system or agent 'gpt-4o'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_models_are_the_systems_that_run_and_a_chat_can_drive(tmp_path: Path) -> None:
+    from hammr.config import load_config
+    from hammr.serve.serve_cli import served_models
+    from hammr.systems import registered_systems
+
+    models = served_models(load_config(None, env={}), ())
+    assert "hammr" in models and "naive" in models and "avis" in models
+    assert "hammr-oracle" not in models  # a chat request carries no question type
+    assert "muse" not in models  # blocked offline: no experience bank
+    assert set(models) < set(registered_systems())
+    r = hammr("serve", "--system", "hammr-oracle", "--port", "0", env=clean_env(tmp_path))
+    assert r.returncode == 2 and "needs each question's type" in r.stderr

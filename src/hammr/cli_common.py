@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, overload
 
 import click
 
@@ -16,12 +18,52 @@ if TYPE_CHECKING:
 
     from hammr.eval.store import RunInfo, RunStore
 
+FC = TypeVar("FC", bound=Callable[..., Any])
+
 config_option = click.option(
     "--config",
     "config_path",
     type=click.Path(path_type=Path),
     help="Config file (default: $HAMMR_CONFIG, else ./hammr.toml if present).",
 )
+
+
+API_KEY_ENV = "HAMMR_API_KEY"
+"""The API key of `hammr serve` and `hammr mcp --http` (an environment variable: `ps` does
+not show it, as it shows --api-key)."""
+
+
+def api_key_option(help_text: str) -> Callable[[FC], FC]:
+    return click.option(
+        "--api-key",
+        envvar=API_KEY_ENV,
+        show_envvar=True,
+        metavar="KEY",
+        help=help_text,
+    )
+
+
+def listening_key(host: str, api_key: str | None) -> str | None:
+    """The API key a server on ``host`` requires (None: none), refusing in one line to listen
+    beyond loopback without one: anyone who could reach it could run models on the user's
+    account and read what it serves."""
+    from hammr.web.asgi_server import is_loopback
+
+    key = (api_key or "").strip() or None
+    if key is None and not is_loopback(host):
+        fail(
+            f"--host {host} is not a loopback address: anyone who can reach it could use it; "
+            f"give an API key (set ${API_KEY_ENV}, or --api-key KEY); clients then send "
+            "'Authorization: Bearer KEY'"
+        )
+    return key
+
+
+def serve_until_stopped(server: Any) -> None:
+    """Serve until Ctrl-C or SIGTERM, both a normal stop (a bound server of
+    :mod:`hammr.web.asgi_server`)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
 
 
 def systems_epilog() -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,6 +381,36 @@ def render_value(value: Value, limit: int = _MAX_TEXT) -> str:
             "{" + ", ".join(f"{k}: {render_value(v)}" for k, v in value.items()) + "}", limit
         )
     return _short(repr(value), limit)
+
+
+def value_json(
+    value: Value,
+    *,
+    image: Callable[[Image], Any],
+    entity: Callable[[Entity], Any] | None = None,
+) -> Any:
+    """A value as JSON: a box as [x, y, w, h], a page as an object, a non-finite number as
+    null, lists and mappings item by item; an image as ``image(img)`` says, an entity as
+    ``entity(e)`` says (default: an object). What no JSON type holds is its rendering."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Box):
+        return value.xywh()
+    if isinstance(value, Image):
+        return image(value)
+    if isinstance(value, Page):
+        return {"title": value.title, "text": value.text, "url": value.url}
+    if isinstance(value, Entity):
+        if entity is not None:
+            return entity(value)
+        return {"name": value.name, "score": value.score, "description": value.description}
+    if isinstance(value, list | tuple):
+        return [value_json(v, image=image, entity=entity) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): value_json(v, image=image, entity=entity) for k, v in value.items()}
+    return render_value(value)
 
 
 def describe_kind(value: Value) -> str:

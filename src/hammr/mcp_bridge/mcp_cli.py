@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
-from hammr.cli_common import config_option, fail
+from hammr.cli_common import (
+    api_key_option,
+    config_option,
+    fail,
+    listening_key,
+    serve_until_stopped,
+)
 from hammr.terminal_text import echo
 
 DEFAULT_PORT = 8765
@@ -70,13 +76,9 @@ a client then sends "Authorization: Bearer KEY". Stop it with Ctrl-C.
     type=click.IntRange(0, 65535),
     help="With --http: the port to listen on (0: a free one; the URL is printed).",
 )
-@click.option(
-    "--api-key",
-    envvar="HAMMR_API_KEY",
-    show_envvar=True,
-    metavar="KEY",
-    help="With --http: the key every request must carry (Authorization: Bearer KEY). "
-    "Needed to listen on an address other than loopback.",
+@api_key_option(
+    "With --http: the key every request must carry (Authorization: Bearer KEY). "
+    "Needed to listen on an address other than loopback."
 )
 @click.option(
     "--timeout-s",
@@ -113,8 +115,6 @@ def mcp_cmd(
     question. Exit status: 0 when the host closes the connection (or Ctrl-C stops the HTTP
     server), 2 for a bad option or configuration.
     """
-    from hammr.web.asgi_server import is_loopback
-
     from_line = click.core.ParameterSource.COMMANDLINE
     if not use_http:
         given = [
@@ -125,12 +125,7 @@ def mcp_cmd(
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             fail(f"{', '.join(given)} {verb} to --http only (without it hammr mcp uses stdio)")
-    api_key = (api_key or "").strip() or None
-    if use_http and not is_loopback(host) and api_key is None:
-        fail(
-            f"serving on {host}, not a loopback address, needs an API key: set HAMMR_API_KEY "
-            "(or give --api-key KEY); clients then send 'Authorization: Bearer KEY'"
-        )
+    api_key = listening_key(host, api_key) if use_http else None
     tools = _build(
         config_path,
         local_files=not use_http,
@@ -217,9 +212,7 @@ def _serve_http(tools: Any, host: str, port: int, api_key: str | None) -> None:
     )
     echo(url)
     try:
-        bound.serve_forever()  # until SIGINT/SIGTERM; SIGINT comes back as KeyboardInterrupt
-    except KeyboardInterrupt:
-        pass
+        serve_until_stopped(bound)
     finally:
         bound.socket.close()
     echo("stopped", err=True)

@@ -21,22 +21,8 @@ the session (:class:`McpServer`); a call made on any loop is handed to that thre
 :mod:`atexit`; every wait in it is bounded). A stdio server's stderr goes to a pipe whose end
 hammr keeps (the last lines are quoted when it fails), never to the terminal.
 
-**Parameters** (:func:`params_from_schema`), from each property of the tool's input schema:
-string → text (with ``enum``: one of the choices); number → number; integer → integer; boolean
-→ boolean; an array of strings → texts; a string the schema says is an image
-(``contentMediaType: image/*``, ``format: image``, or a name such as ``image`` or ``photo``
-with ``contentEncoding: base64``) → image, sent as base64 PNG when the schema says
-``contentEncoding: base64`` and as a ``data:image/png;base64,`` URL otherwise (an array of
-such strings → images); anything else → any, sent as JSON (a box as [x, y, w, h], an entity
-as its name, an image as a data URL). Required properties come first, in the schema's order.
-
-**Results** (:func:`result_of`): a text content is text, an image content a
-:class:`~hammr.values.Image` (decoded under ``images.max_pixels``), several contents a list;
-where the server gives ``structuredContent`` the value is that JSON (a primitive's
-``{"result": ...}`` wrapper unwrapped) and the observation the server's text. The agent reads
-the whole text, not a 300-character rendering, up to ``max_result_chars``: a longer text is
-**truncated** to that many characters with a note saying so (not refused: the start of a long
-page is usually what the agent wanted).
+How a tool's schema becomes hammr parameters, arguments JSON and results values is
+:mod:`hammr.mcp_bridge.remote_schema`.
 
 **Faults** are :class:`~hammr.tools.base.ToolError`\\ s, which the agent reads as an
 observation, never a crash: an error result (``isError``), a call past ``timeout_s`` (the
@@ -51,11 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import base64
-import binascii
 import concurrent.futures
 import json
-import keyword
 import logging
 import os
 import re
@@ -67,8 +50,24 @@ from pathlib import Path
 from typing import Any
 
 from hammr.config import MCP_DEFAULTS, MCP_TABLE, Config, ConfigError
-from hammr.tools.base import NO_DEFAULT, Param, ParamKind, Tool, ToolContext, ToolError, ToolResult
-from hammr.values import DEFAULT_MAX_PIXELS, Box, Entity, Image, ImageLoadError, Page, Value
+from hammr.mcp_bridge.remote_schema import (
+    Wire,
+    description_of,
+    image_data,
+    params_from_schema,
+    result_of,
+    returns_of,
+    to_json,
+)
+from hammr.tools.base import (
+    Param,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    tool_card,
+)
+from hammr.values import DEFAULT_MAX_PIXELS, Image, Value
 
 INSTALL = "pip install 'hammr[mcp]'"
 """How to get the MCP SDK, which [[tools.mcp]] needs."""
@@ -87,11 +86,6 @@ has exited, so the pipe ends at once; this only bounds a wait on a loaded machin
 CLOSE_WAIT_S = 10.0
 """How long closing waits for one server to stop (the SDK's shutdown: stdin closed, then
 SIGTERM, then SIGKILL, each wait bounded at 2 s) before leaving its thread behind."""
-
-MAX_DESCRIPTION_CHARS = 1000
-"""The longest tool or parameter description put on a card (a server's text, into prompts)."""
-
-_IMAGE_NAME = re.compile(r"(image|img|photo|picture|frame)s?(_?(b64|base64|data))?", re.I)
 
 
 class McpServerError(ConfigError):
@@ -516,271 +510,6 @@ def _startup_problem(e: BaseException, spec: ServerSpec) -> str:
     return f"cannot connect ({name}: {_one_line(what)})"
 
 
-# -- schema -> parameters --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Wire:
-    """How a parameter travels: its property's name, and how an image is encoded."""
-
-    name: str
-    image: str | None = None
-    """'base64' or 'data-url' for an image (or images) parameter; None otherwise."""
-
-
-def _resolve(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
-    """``schema`` with a local ``$ref`` followed, and ``X | null`` (anyOf/oneOf) made X."""
-    if not isinstance(schema, dict) or depth > 8:
-        return {}
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
-        target = defs.get(ref.rsplit("/", 1)[1])
-        merged = {**_resolve(target, defs, depth + 1), **{k: v for k, v in schema.items()}}
-        merged.pop("$ref", None)
-        return merged
-    for union in ("anyOf", "oneOf"):
-        options = schema.get(union)
-        if isinstance(options, list):
-            real = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
-            if len(real) == 1:
-                rest = {k: v for k, v in schema.items() if k != union}
-                return {**_resolve(real[0], defs, depth + 1), **rest}
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        real_types = [t for t in kind if t != "null"]
-        if len(real_types) == 1:
-            return {**schema, "type": real_types[0]}
-    return schema
-
-
-def _image_encoding(name: str, schema: Mapping[str, Any]) -> str | None:
-    """'base64' or 'data-url' when the string property ``name`` is an image, else None."""
-    if schema.get("type") not in ("string", None):
-        return None
-    media = str(schema.get("contentMediaType") or "")
-    base64_encoded = str(schema.get("contentEncoding") or "").lower() == "base64"
-    if media.startswith("image/") or schema.get("format") == "image":
-        return "base64" if base64_encoded else "data-url"
-    if base64_encoded and _IMAGE_NAME.fullmatch(name):
-        return "base64"
-    return None
-
-
-def _kind_of(name: str, schema: Mapping[str, Any]) -> tuple[ParamKind, str | None]:
-    """The parameter kind of one property, and its image encoding (see the module docstring)."""
-    kind = schema.get("type")
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and all(isinstance(e, str) for e in enum):
-        return "text", None
-    if kind == "string" or (kind is None and _image_encoding(name, schema)):
-        encoding = _image_encoding(name, schema)
-        return ("image", encoding) if encoding else ("text", None)
-    if kind == "number":
-        return "number", None
-    if kind == "integer":
-        return "integer", None
-    if kind == "boolean":
-        return "boolean", None
-    if kind == "array":
-        items = schema.get("items")
-        if isinstance(items, dict) and items.get("type") == "string":
-            encoding = _image_encoding(name, items)
-            return ("images", encoding) if encoding else ("texts", None)
-    return "any", None
-
-
-def _param_name(name: str, taken: set[str]) -> str:
-    """A name a step can write as a keyword (``image-url`` → ``image_url``), unique."""
-    clean = re.sub(r"\W", "_", name, flags=re.ASCII) or "arg"
-    if clean[0].isdigit():
-        clean = "_" + clean
-    if keyword.iskeyword(clean):
-        clean += "_"
-    out, n = clean, 2
-    while out in taken:
-        out, n = f"{clean}_{n}", n + 1
-    return out
-
-
-def _description(text: Any) -> str:
-    """A server's description, on one line, at most :data:`MAX_DESCRIPTION_CHARS`."""
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= MAX_DESCRIPTION_CHARS else flat[: MAX_DESCRIPTION_CHARS - 3] + "..."
-
-
-def params_from_schema(schema: Any) -> tuple[tuple[Param, ...], dict[str, _Wire]]:
-    """The parameters of a tool whose input schema is ``schema`` (required ones first, each in
-    the schema's order), and how each travels (hammr name -> :class:`_Wire`)."""
-    if not isinstance(schema, dict):
-        return (), {}
-    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return (), {}
-    required = {r for r in schema.get("required") or () if isinstance(r, str)}
-    order = [n for n in properties if n in required] + [n for n in properties if n not in required]
-    params: list[Param] = []
-    wires: dict[str, _Wire] = {}
-    taken: set[str] = set()
-    for prop in order:
-        if not isinstance(prop, str):
-            continue
-        sub = _resolve(properties[prop], defs)
-        kind, encoding = _kind_of(prop, sub)
-        enum = sub.get("enum")
-        choices = (
-            tuple(enum)
-            if isinstance(enum, list) and enum and all(isinstance(e, str) for e in enum)
-            else None
-        )
-        if prop in required:
-            default: Any = NO_DEFAULT
-        else:
-            default = sub.get("default")
-            if kind in ("image", "images") or not _json_scalar(default):
-                default = None  # None: the argument is left out of the call
-        name = _param_name(prop, taken)
-        taken.add(name)
-        doc = _description(sub.get("description") or "")
-        params.append(Param(name, kind, default, doc, choices))
-        wires[name] = _Wire(prop, encoding)
-    return tuple(params), wires
-
-
-def _json_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
-def _returns(schema: Any) -> str:
-    """What a tool returns, in words, from its output schema ('value' without one)."""
-    if not isinstance(schema, dict):
-        return "value"
-    properties = schema.get("properties")
-    if isinstance(properties, dict) and set(properties) == {"result"}:
-        schema = properties["result"] if isinstance(properties["result"], dict) else {}
-    kind = schema.get("type")
-    words = {"string": "text", "number": "number", "integer": "integer", "boolean": "boolean"}
-    if kind in words:
-        return words[str(kind)]
-    if kind == "array":
-        return "list"
-    if kind == "object":
-        return "JSON object"
-    return "value"
-
-
-# -- arguments and results -------------------------------------------------------------------
-
-
-def _image_data(image: Image, encoding: str | None) -> str:
-    data = base64.b64encode(image.png_bytes()).decode("ascii")
-    return data if encoding == "base64" else f"data:image/png;base64,{data}"
-
-
-def to_json(value: Value) -> Any:
-    """A hammr value as JSON for an ``any`` parameter."""
-    if isinstance(value, Image):
-        return _image_data(value, "data-url")
-    if isinstance(value, Box):
-        return value.xywh()
-    if isinstance(value, Entity):
-        return value.name
-    if isinstance(value, Page):
-        return {"title": value.title, "text": value.text, "url": value.url}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-def _cut(text: str, limit: int, where: str) -> str:
-    if len(text) <= limit:
-        return text
-    return (
-        text[:limit] + f"\n[... cut: the result had {len(text):,} characters; the first "
-        f"{limit:,} are shown (max_result_chars of {where})]"
-    )
-
-
-def result_of(
-    result: Any, tool: str, spec: ServerSpec, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> ToolResult:
-    """A ``CallToolResult`` as hammr's value and observation (see the module docstring);
-    ToolError for an error result or content that cannot be read."""
-    content = getattr(result, "content", None)
-    if not isinstance(content, list):
-        raise ToolError(f"{tool}: the MCP server {spec.name!r} sent a reply with no content")
-    texts: list[str] = []
-    parts: list[Value] = []
-    for i, item in enumerate(content):
-        kind = getattr(item, "type", None)
-        if kind == "text":
-            text = str(getattr(item, "text", ""))
-            texts.append(text)
-            parts.append(text)
-        elif kind == "image":
-            image = _decoded_image(item, f"{tool}'s image #{i + 1}", max_pixels)
-            texts.append(image.render())
-            parts.append(image)
-        elif kind == "resource":
-            resource = getattr(item, "resource", None)
-            body = getattr(resource, "text", None)
-            if isinstance(body, str):
-                texts.append(body)
-                parts.append(body)
-            else:
-                note = f"(a resource hammr does not read: {getattr(resource, 'uri', '?')})"
-                texts.append(note)
-                parts.append(note)
-        elif kind == "resource_link":
-            note = f"(a link to {getattr(item, 'uri', '?')})"
-            texts.append(note)
-            parts.append(note)
-        else:
-            note = f"({kind or 'unknown'} content, which hammr does not read)"
-            texts.append(note)
-            parts.append(note)
-    full = "\n".join(texts)
-    text = _cut(full, spec.max_result_chars, spec.where)
-    if getattr(result, "is_error", False):
-        raise ToolError(f"{tool} failed: {text or 'the MCP server reported an error'}")
-    structured = getattr(result, "structured_content", None)
-    if structured is not None:
-        if isinstance(structured, dict) and set(structured) == {"result"}:
-            structured = structured["result"]  # a primitive's wrapper (the SDK's servers)
-        dumped = json.dumps(structured, ensure_ascii=False, default=str)
-        if len(dumped) <= spec.max_result_chars:
-            shown = text if texts else _cut(dumped, spec.max_result_chars, spec.where)
-            return ToolResult(structured, observation=shown)
-    if not parts:
-        return ToolResult("", observation="(the tool returned nothing)")
-    if len(parts) == 1:
-        only = parts[0]
-        if isinstance(only, Image):
-            return ToolResult(only)
-        return ToolResult(text, observation=text)
-    if text != full:  # over max_result_chars: the text, cut, and the images
-        return ToolResult([text, *[p for p in parts if isinstance(p, Image)]], observation=text)
-    return ToolResult(parts, observation=text)
-
-
-def _decoded_image(item: Any, where: str, max_pixels: int) -> Image:
-    data = str(getattr(item, "data", ""))
-    if data.startswith("data:"):
-        data = data.split(",", 1)[-1]
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise ToolError(f"{where} is not valid base64 data") from None
-    try:
-        return Image.from_bytes(raw, max_pixels=max_pixels, source=where)
-    except ImageLoadError as e:
-        raise ToolError(str(e)) from None
-
-
 # -- the tools -------------------------------------------------------------------------------
 
 
@@ -797,7 +526,7 @@ class RemoteTool:
     """Its entry: the limits its calls are held to."""
     remote_name: str
     """The tool's name on the server."""
-    wires: dict[str, _Wire] = field(default_factory=dict)
+    wires: dict[str, Wire] = field(default_factory=dict)
     max_pixels: int = DEFAULT_MAX_PIXELS
 
     @property
@@ -806,12 +535,7 @@ class RemoteTool:
         return self.spec.name
 
     def card(self) -> str:
-        sig = ", ".join(p.signature() for p in self.params)
-        lines = [f"{self.name}({sig}) -> {self.returns or 'value'}", f"  {self.description}"]
-        for p in self.params:
-            if p.doc:
-                lines.append(f"  {p.name}: {p.doc}")
-        return "\n".join(lines)
+        return tool_card(self)
 
     def arguments(self, args: Mapping[str, Value]) -> dict[str, Any]:
         """The call's JSON arguments; an optional one left at None is left out."""
@@ -822,11 +546,11 @@ class RemoteTool:
             value = args[p.name]
             if value is None and not p.required:
                 continue
-            wire = self.wires.get(p.name, _Wire(p.name))
+            wire = self.wires.get(p.name, Wire(p.name))
             if p.kind == "image" and isinstance(value, Image):
-                out[wire.name] = _image_data(value, wire.image)
+                out[wire.name] = image_data(value, wire.image)
             elif p.kind == "images" and isinstance(value, list):
-                out[wire.name] = [_image_data(v, wire.image) for v in value]
+                out[wire.name] = [image_data(v, wire.image) for v in value]
             else:
                 out[wire.name] = to_json(value)
         return out
@@ -835,7 +559,14 @@ class RemoteTool:
         spec = self.spec
         arguments = await asyncio.to_thread(self.arguments, args)  # PNG encoding: off the loop
         result = await self.server.call(self.remote_name, arguments, spec.timeout_s, self.name)
-        return result_of(result, self.name, spec, self.max_pixels)
+        return result_of(
+            result,
+            self.name,
+            server=spec.name,
+            where=spec.where,
+            max_chars=spec.max_result_chars,
+            max_pixels=self.max_pixels,
+        )
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -870,7 +601,7 @@ def tools_of(
             )
         seen[name] = remote
         params, wires = params_from_schema(getattr(listing, "input_schema", None))
-        description = _description(
+        description = description_of(
             getattr(listing, "description", None) or getattr(listing, "title", None) or remote
         )
         out.append(
@@ -878,7 +609,7 @@ def tools_of(
                 name=name,
                 description=f"{description} (MCP server '{spec.name}')",
                 params=params,
-                returns=_returns(getattr(listing, "output_schema", None)),
+                returns=returns_of(getattr(listing, "output_schema", None)),
                 server=server,
                 spec=spec,
                 remote_name=remote,

@@ -24,10 +24,7 @@ transports.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -40,6 +37,14 @@ from mcp.server.lowlevel import Server
 
 from hammr.agents.system import System
 from hammr.config import Config
+from hammr.data_url import (
+    DataUrlError,
+    decode_image,
+    image_from_data_url,
+    is_data_url,
+    png_base64,
+    read_base64,
+)
 from hammr.terminal_text import echo, safe_line
 from hammr.tools.base import (
     Backends,
@@ -52,7 +57,7 @@ from hammr.tools.base import (
     ToolResult,
     bind_arguments,
 )
-from hammr.values import Box, Entity, Image, ImageLoadError, Page, Value, render_value
+from hammr.values import Image, ImageLoadError, Page, Value, render_value, value_json
 
 if TYPE_CHECKING:
     from hammr.web.asgi_server import BoundServer
@@ -212,23 +217,7 @@ def ask_name(system: str) -> str:
 def to_json(value: Value) -> Any:
     """A hammr value as JSON: boxes as [x, y, w, h], points as [x, y], a page or an entity
     as an object, an image as its description."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Box):
-        return value.xywh()
-    if isinstance(value, Image):
-        return value.render()
-    if isinstance(value, Page):
-        return {"title": value.title, "text": value.text, "url": value.url}
-    if isinstance(value, Entity):
-        return {"name": value.name, "score": value.score, "description": value.description}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
-    return render_value(value)
+    return value_json(value, image=lambda img: img.render())
 
 
 def value_text(value: Value) -> str:
@@ -255,7 +244,7 @@ def images_of(value: Value) -> list[Image]:
 
 
 def image_content(image: Image) -> types.ImageContent:
-    data = base64.b64encode(image.png_bytes()).decode("ascii")
+    data = png_base64(image)
     return types.ImageContent(type="image", data=data, mime_type="image/png")
 
 
@@ -275,15 +264,6 @@ def tool_result(result: ToolResult) -> types.CallToolResult:
     content += [image_content(img) for img in images]
     structured = None if images else {"result": to_json(value)}
     return types.CallToolResult(content=content, structured_content=structured)
-
-
-def _base64(text: str, where: str) -> bytes:
-    compact = re.sub(r"\s+", "", text)
-    compact += "=" * (-len(compact) % 4)
-    try:
-        return base64.b64decode(compact, validate=True)
-    except (binascii.Error, ValueError):
-        raise ArgumentProblem(f"{where} is not valid base64") from None
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -438,38 +418,29 @@ class HammrTools:
         the pixel limit."""
         s = text.strip()
         try:
-            if s.lower().startswith("data:"):
-                head, comma, payload = s.partition(",")
-                mime = head[5:].split(";", 1)[0].strip().lower()
-                if not comma or ";base64" not in head.lower():
-                    raise ArgumentProblem(
-                        f"{where}: a data URL must be base64-encoded (data:image/png;base64,...)"
-                    )
-                if mime and not mime.startswith("image/"):
-                    raise ArgumentProblem(f"{where}: the data URL holds {mime}, not an image")
-                data = _base64(payload, where)
-            elif self.local_files and (path := self._path(s)) is not None:
+            if is_data_url(s):
+                return image_from_data_url(s, where, max_pixels=self.max_pixels)
+            if self.local_files and (path := self._path(s)) is not None:
                 return Image.open(path, max_pixels=self.max_pixels)
-            elif re.match(r"^[a-z][a-z0-9+.-]*://", s, re.I):
+            if re.match(r"^[a-z][a-z0-9+.-]*://", s, re.I):
                 raise ArgumentProblem(
                     f"{where}: hammr does not fetch URLs; send the image itself as a data URL "
                     "(data:image/png;base64,...)"
                 )
-            else:
-                try:
-                    data = _base64(s, where)
-                except ArgumentProblem:
-                    if self.local_files:
-                        raise ArgumentProblem(
-                            f"{where} is neither a data URL, nor base64, nor an image file "
-                            "that exists on this machine"
-                        ) from None
+            try:
+                data = read_base64(s, where)
+            except DataUrlError:
+                if self.local_files:
                     raise ArgumentProblem(
-                        f"{where} is neither a data URL nor base64 (this server reads no "
-                        "files: send the image itself, data:image/png;base64,...)"
+                        f"{where} is neither a data URL, nor base64, nor an image file "
+                        "that exists on this machine"
                     ) from None
-            return Image.from_bytes(data, max_pixels=self.max_pixels, source=where)
-        except ImageLoadError as e:
+                raise ArgumentProblem(
+                    f"{where} is neither a data URL nor base64 (this server reads no "
+                    "files: send the image itself, data:image/png;base64,...)"
+                ) from None
+            return decode_image(data, "", where, max_pixels=self.max_pixels)
+        except (ImageLoadError, DataUrlError) as e:
             raise ArgumentProblem(str(e)) from None
 
     @staticmethod

@@ -1,8 +1,8 @@
 """The images of a served question: ``data:`` URLs always, ``http(s)`` URLs only when the
 server was started with ``--allow-image-urls``.
 
-A ``data:`` URL must hold an image, of the type it says (a PNG called ``image/jpeg`` is
-refused: whatever declared it is not to be trusted with the rest). An ``http(s)`` URL is
+A ``data:`` URL must hold an image, of the type it says (:mod:`hammr.data_url`, the reader
+`hammr mcp` uses too). An ``http(s)`` URL is
 fetched with a size and a time limit, a bounded number of redirects, and never from a
 private, loopback, link-local or otherwise non-public address: every address the name
 resolves to is checked at every hop, and the connection is made to the checked address (the
@@ -14,9 +14,6 @@ under hammr's pixel limit (a decompression bomb is refused before it is decoded)
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import io
 import ipaddress
 import socket
 import urllib.parse
@@ -24,28 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
-from PIL import Image as PILImage
 
+from hammr.data_url import DataUrlError, decode_image, read_data_url, too_large
 from hammr.serve.chat_request import ImageRef, OpenAIError, bad_request
-from hammr.values import DEFAULT_MAX_PIXELS, Image, ImageLoadError
+from hammr.values import DEFAULT_MAX_PIXELS, Image
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 INLINE_DECODE_BYTES = 64 * 1024
 USER_AGENT = "hammr-serve (image fetch for a served question)"
-
-# Pillow's format names for the media types an image data: URL may declare.
-_FORMATS = {
-    "image/png": "PNG",
-    "image/jpeg": "JPEG",
-    "image/jpg": "JPEG",
-    "image/pjpeg": "JPEG",
-    "image/webp": "WEBP",
-    "image/gif": "GIF",
-    "image/bmp": "BMP",
-    "image/x-ms-bmp": "BMP",
-    "image/tiff": "TIFF",
-}
-_UNDECLARED = ("", "application/octet-stream", "image/*")
 
 
 def public_address(ip: IPAddress) -> bool:
@@ -74,7 +57,10 @@ async def load_image(ref: ImageRef, policy: ImagePolicy) -> Image:
     """The image ``ref`` names, decoded; OpenAIError 400 saying why not."""
     scheme = ref.url.split(":", 1)[0].lower() if ":" in ref.url else ""
     if scheme == "data":
-        data, declared = decode_data_url(ref, policy.max_bytes)
+        try:
+            data, declared = read_data_url(ref.url, ref.param, max_bytes=policy.max_bytes)
+        except DataUrlError as e:
+            raise _refusal(e, ref) from None
     elif scheme in ("http", "https"):
         if not policy.allow_urls:
             raise bad_request(
@@ -95,66 +81,30 @@ async def load_image(ref: ImageRef, policy: ImagePolicy) -> Image:
     return await asyncio.to_thread(_decode, data, declared, ref, policy.max_pixels)
 
 
-def decode_data_url(ref: ImageRef, max_bytes: int) -> tuple[bytes, str]:
-    """(the bytes, the declared media type) of a ``data:`` URL."""
-    head, comma, payload = ref.url[5:].partition(",")
-    if not comma:
-        raise bad_request(f"{ref.param}: a data: URL needs a ',' before its data", ref.param)
-    params = [p.strip().lower() for p in head.split(";")]
-    media = params[0]
-    if media and not media.startswith("image/") and media != "application/octet-stream":
-        raise bad_request(
-            f"{ref.param}: the data: URL holds {media[:60]}, not an image",
-            ref.param,
-            "not_an_image",
-        )
-    if len(payload) > max_bytes * 4 // 3 + 4:
-        raise _too_big(ref, max_bytes)
-    if "base64" in params[1:]:
-        try:
-            data = base64.b64decode(payload.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            raise bad_request(
-                f"{ref.param}: the data: URL is not valid base64", ref.param
-            ) from None
-    else:
-        data = urllib.parse.unquote_to_bytes(payload)
-    if len(data) > max_bytes:
-        raise _too_big(ref, max_bytes)
-    return data, media
-
-
 def _too_big(ref: ImageRef, max_bytes: int) -> OpenAIError:
+    return _refusal(too_large(ref.param, max_bytes), ref)
+
+
+_CODES = {
+    "malformed": "bad_data_url",
+    "not_an_image": "not_an_image",
+    "type_mismatch": "image_type_mismatch",
+    "too_large": "image_too_large",
+    "bad_image": "bad_image",
+}
+
+
+def _refusal(e: DataUrlError, ref: ImageRef) -> OpenAIError:
     return OpenAIError(
-        413,
-        f"{ref.param}: the image is larger than {max_bytes / 2**20:g} MiB",
-        param=ref.param,
-        code="image_too_large",
+        413 if e.code == "too_large" else 400, str(e), param=ref.param, code=_CODES[e.code]
     )
 
 
 def _decode(data: bytes, declared: str, ref: ImageRef, max_pixels: int) -> Image:
     try:
-        with PILImage.open(io.BytesIO(data)) as probe:
-            actual = probe.format or ""
-    except PILImage.DecompressionBombError:
-        actual = ""  # Image.from_bytes says it in its own words
-    except Exception:
-        raise bad_request(
-            f"{ref.param}: not an image (no image format Pillow reads)", ref.param, "not_an_image"
-        ) from None
-    wanted = _FORMATS.get(declared)
-    if declared not in _UNDECLARED and actual and wanted != actual:
-        raise bad_request(
-            f"{ref.param}: declared {declared[:60]} but holds {actual} data; send the type the "
-            "image is",
-            ref.param,
-            "image_type_mismatch",
-        )
-    try:
-        return Image.from_bytes(data, max_pixels=max_pixels, source=ref.param)
-    except ImageLoadError as e:
-        raise bad_request(str(e), ref.param, "bad_image") from None
+        return decode_image(data, declared, ref.param, max_pixels=max_pixels)
+    except DataUrlError as e:
+        raise _refusal(e, ref) from None
 
 
 async def fetch_image(ref: ImageRef, policy: ImagePolicy) -> tuple[bytes, str]:

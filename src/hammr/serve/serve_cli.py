@@ -14,10 +14,17 @@ from typing import Any
 
 import click
 
-from hammr.cli_common import config_option, fail, store_option
+from hammr.cli_common import (
+    API_KEY_ENV,
+    api_key_option,
+    config_option,
+    fail,
+    listening_key,
+    serve_until_stopped,
+    store_option,
+)
 from hammr.terminal_text import echo
 
-API_KEY_ENV = "HAMMR_API_KEY"
 DEFAULT_PORT = 8400
 
 EPILOG_SERVE = f"""\b
@@ -102,11 +109,8 @@ ${API_KEY_ENV}). docs/serving.md has recipes for lmms-eval, VLMEvalKit and MCP h
     type=click.FloatRange(min=0, min_open=True),
     help="The largest request body, in MiB (413 past it).",
 )
-@click.option(
-    "--api-key",
-    envvar=API_KEY_ENV,
-    show_envvar=True,
-    help="Require this key (Authorization: Bearer KEY); required to listen beyond 127.0.0.1.",
+@api_key_option(
+    "Require this key (Authorization: Bearer KEY); required to listen beyond 127.0.0.1."
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option(
@@ -148,14 +152,8 @@ def serve_cmd(
     from hammr.factory import build_llm, default_concurrency
     from hammr.serve.image_source import ImagePolicy
     from hammr.serve.service import ChatService
-    from hammr.web.asgi_server import is_loopback
 
-    api_key = (api_key or "").strip() or None
-    if not is_loopback(host) and api_key is None:
-        fail(
-            f"--host {host} is not a loopback address: anyone who can reach it could run "
-            f"models on your account; give an API key (--api-key or ${API_KEY_ENV})"
-        )
+    api_key = listening_key(host, api_key)
     try:
         cfg = load_config(config_path)
         models = served_models(cfg, systems)
@@ -206,12 +204,17 @@ def serve_cmd(
     )
     echo(base)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        serve_until_stopped(server)
     finally:
         store.close()
     echo("hammr serve: stopped", err=True)
+
+
+NOT_SERVED = {
+    "hammr-oracle": "it needs each question's type (hammr ask --question-type), which a chat "
+    "request does not carry",
+}
+"""Systems a chat request cannot drive, and why."""
 
 
 def served_models(cfg: Any, wanted: tuple[str, ...]) -> dict[str, Any]:
@@ -225,7 +228,10 @@ def served_models(cfg: Any, wanted: tuple[str, ...]) -> dict[str, Any]:
     from hammr.systems import registered_systems
 
     built = build_backends(cfg)
-    known = registered_systems()
+    known = [n for n in registered_systems() if n not in NOT_SERVED]
+    for name in wanted:
+        if name in NOT_SERVED:
+            raise SpecError(f"{name} cannot be served: {NOT_SERVED[name]}")
     agents = list(AgentCatalog.from_config(cfg).specs) if wanted else []
     for name in wanted:
         if name not in known and name not in agents:
@@ -293,4 +299,4 @@ def serve_server(
     )
 
 
-__all__ = ["API_KEY_ENV", "serve_cmd", "serve_server", "served_models"]
+__all__ = ["serve_cmd", "serve_server", "served_models"]

@@ -258,6 +258,15 @@ class Tool(Protocol):
     async def invoke(self, args: dict[str, Value], ctx: ToolContext) -> ToolResult: ...
 
 
+def tool_card(tool: Tool, more: Sequence[str] = ()) -> str:
+    """The prompt card of a tool: its signature, description and parameters' docs, then
+    ``more`` lines."""
+    sig = ", ".join(p.signature() for p in tool.params)
+    lines = [f"{tool.name}({sig}) -> {tool.returns or 'value'}", f"  {tool.description}"]
+    lines += [f"  {p.name}: {p.doc}" for p in tool.params if p.doc]
+    return "\n".join([*lines, *more])
+
+
 # -- argument coercion -----------------------------------------------------------------------
 
 
@@ -532,16 +541,12 @@ class FunctionTool:
     wants_context: bool = False
 
     def card(self) -> str:
-        sig = ", ".join(p.signature() for p in self.params)
-        lines = [f"{self.name}({sig}) -> {self.returns or 'value'}", f"  {self.description}"]
-        for p in self.params:
-            if p.doc:
-                lines.append(f"  {p.name}: {p.doc}")
+        more: tuple[str, ...] = ()
         if self.vectorised_over:
-            lines.append(
-                f"  Also accepts a list for '{self.vectorised_over}' and returns one result each."
+            more = (
+                f"  Also accepts a list for '{self.vectorised_over}' and returns one result each.",
             )
-        return "\n".join(lines)
+        return tool_card(self, more)
 
     async def _call(self, args: dict[str, Value], ctx: ToolContext) -> Any:
         kwargs = dict(args)

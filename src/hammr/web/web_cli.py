@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import click
 
-from hammr.cli_common import fail, open_store, store_option
+from hammr.cli_common import fail, open_store, serve_until_stopped, store_option
 from hammr.terminal_text import echo
 
 EPILOG_VIEW = """\b
@@ -94,9 +94,7 @@ def serve(store: Any, *, host: str, port: int, run: str | None, open_browser: bo
     if open_browser:
         webbrowser.open(url)
     try:
-        server.serve_forever()  # until SIGINT/SIGTERM; SIGINT comes back as KeyboardInterrupt
-    except KeyboardInterrupt:
-        pass
+        serve_until_stopped(server)
     finally:
         server.server_close()
     echo("stopped", err=True)

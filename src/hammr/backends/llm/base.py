@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from hammr.data_url import png_data_url
 from hammr.input_file import open_input
 from hammr.values import Image
 
@@ -28,7 +28,7 @@ class ImagePart:
 
     def data_url(self) -> str:
         if self._url is None:
-            url = "data:image/png;base64," + base64.b64encode(self.image.png_bytes()).decode()
+            url = png_data_url(self.image)
             object.__setattr__(self, "_url", url)
             return url
         return self._url
