@@ -38,6 +38,9 @@ from hammr.values import Value
 SUITE = "served"
 """The suite (and dataset) name of every served question's record."""
 DEFAULT_MAX_QUEUE = 32
+INLINE_COMMIT_PIXELS = 1_000_000
+"""Up to this many pixels of images in a question's trace, its record is committed on the
+event loop; past it, in a thread (PNG encoding of large images takes milliseconds)."""
 STEP_TEXT = 300
 """Characters of a step's thought and observation sent in a streamed step event."""
 
@@ -300,11 +303,18 @@ class ChatService:
         return self._outcome(job, record)
 
     async def _finish(self, record: RunRecord, started: float) -> None:
-        """Time the question and commit it, in a thread (SQLite and PNG encoding do not hold
-        the event loop); a cancellation meanwhile still waits for the commit."""
+        """Time the question and commit it: here when its images are small (a commit is a
+        fraction of a millisecond, less than a thread's hand-over), else in a thread, so
+        that encoding large images as PNG does not hold the event loop (a cancellation
+        meanwhile still waits for the commit)."""
         record.latency_s = time.perf_counter() - started
         self._latencies.append(record.latency_s)
-        await asyncio.shield(asyncio.to_thread(self._commit, record))
+        trace = record.trace
+        pixels = sum(i.width * i.height for i in trace.all_images().values()) if trace else 0
+        if pixels <= INLINE_COMMIT_PIXELS:
+            self._commit(record)
+        else:
+            await asyncio.shield(asyncio.to_thread(self._commit, record))
 
     def _outcome(self, job: Job, record: RunRecord) -> Outcome:
         return Outcome(
