@@ -157,7 +157,7 @@ def test_openai_client_gets_the_answer_usage_and_trace_id_scripted_model(serve: 
     assert reply.model == "naive"
     assert raw.headers[TRACE_HEADER] == reply.id
     extra = reply.model_extra["hammr"]
-    assert extra["trace_id"] == reply.id and extra["status"] == "finished"
+    assert extra["trace_id"] == reply.id and extra["status"] == "finished" and extra["stored"]
     # usage is the sum of the agent's model calls, as its trace has them
     (rec,) = s.records()
     assert rec.sample_id == reply.id and rec.prediction == "red" and rec.status == "finished"
@@ -265,6 +265,26 @@ def test_a_failing_model_is_a_502_with_the_trace_recorded_scripted_model(serve: 
     (rec,) = s.records()
     assert rec.status == "llm_failure" and e.value.response.headers[TRACE_HEADER] == rec.sample_id
     assert e.value.response.headers["x-should-retry"] == "false"  # asked once, not three times
+
+
+def test_a_store_that_fails_costs_the_record_not_the_answer_scripted_model(
+    serve: Any, capfd: Any
+) -> None:
+    s = serve()
+
+    def full_disk(_record: Any, **_kw: Any) -> bool:
+        raise __import__("sqlite3").OperationalError("database or disk is full")
+
+    s.store.add = full_disk  # type: ignore[method-assign]
+    reply = s.client().chat.completions.create(
+        model="naive", messages=user("What colour?", data_url(png()))
+    )
+    assert reply.choices[0].message.content == "red"
+    assert reply.model_extra["hammr"]["stored"] is False
+    assert s.service.unstored == 1
+    err = capfd.readouterr().err
+    assert f"{reply.id} not recorded in the store: database or disk is full" in err
+    assert "Traceback" not in err
 
 
 # -- refusals: OpenAI error bodies, the server up, nothing stored ---------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,9 +29,9 @@ from starlette.routing import Route
 
 from hammr.serve.chat_request import OpenAIError, parse_body, read_chat
 from hammr.serve.service import ChatService, Job, Outcome
+from hammr.terminal_text import echo
 from hammr.web.asgi_server import SECURITY_HEADERS, BearerKeyCheck, HostCheck
 
-log = logging.getLogger("hammr.serve")
 TRACE_HEADER = "x-hammr-trace-id"
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 _STATUS_OF = {"timeout": 504, "llm_failure": 502, "error": 500}
@@ -267,7 +266,7 @@ def build_app(
         return error_response(OpenAIError(status, message, code=f"http_{status}"))
 
     async def unexpected(_request: Request, exc: Exception) -> Response:
-        log.error("hammr serve: unexpected error", exc_info=exc)
+        echo(f"hammr serve: internal error: {type(exc).__name__}: {exc}", err=True)
         return error_response(
             OpenAIError(500, f"internal error: {type(exc).__name__}", type="server_error")
         )

@@ -31,6 +31,7 @@ from hammr.eval.store import RunStore
 from hammr.eval.types import RunRecord
 from hammr.serve.chat_request import ChatQuestion, OpenAIError
 from hammr.serve.image_source import ImagePolicy, load_image
+from hammr.terminal_text import echo
 from hammr.tools.base import ToolContext
 from hammr.trace import Trace
 from hammr.values import Value
@@ -68,6 +69,8 @@ class Outcome:
     completion_tokens: int = 0
     llm_calls: int = 0
     multiple_choice: bool = False
+    stored: bool = True
+    """Whether the question is in the run store (False: the store could not take it)."""
 
     def hammr_field(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class Outcome:
             "status": self.status,
             "error": self.error,
             "llm_calls": self.llm_calls,
+            "stored": self.stored,
         }
 
 
@@ -139,6 +143,9 @@ class ChatService:
         self.running = 0
         self.jobs: set[Job] = set()
         self._latencies: deque[float] = deque(maxlen=50)
+        self.unstored = 0
+        """Questions the store could not take (see :meth:`_commit`)."""
+        self._unstored_ids: set[str] = set()
 
     # -- models ----------------------------------------------------------------------------
 
@@ -328,10 +335,27 @@ class ChatService:
             completion_tokens=record.completion_tokens,
             llm_calls=record.llm_calls,
             multiple_choice=record.question_type == "multiple_choice",
+            stored=self.store is not None and self.stored(record.sample_id),
         )
 
     def _commit(self, record: RunRecord) -> None:
-        """Store the record whole, in one transaction (its run opened on first use)."""
+        """Store the record whole, in one transaction (its run opened on first use). A store
+        that cannot take it (a full disk, a file gone read-only) costs the record, not the
+        answer: the client still gets it, told ``stored: false``, and the server log says
+        why."""
+        try:
+            self._store(record)
+        except Exception as e:
+            self.unstored += 1
+            self._unstored_ids.add(record.sample_id)
+            echo(
+                f"hammr serve: question {record.sample_id} not recorded in the store: {e}", err=True
+            )
+
+    def stored(self, question_id: str) -> bool:
+        return question_id not in self._unstored_ids
+
+    def _store(self, record: RunRecord) -> None:
         if self.store is None:
             return
         with self._runs_lock:
