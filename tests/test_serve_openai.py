@@ -265,6 +265,18 @@ def test_a_failing_model_is_a_502_with_the_trace_recorded_scripted_model(serve: 
     (rec,) = s.records()
     assert rec.status == "llm_failure" and e.value.response.headers[TRACE_HEADER] == rec.sample_id
     assert e.value.response.headers["x-should-retry"] == "false"  # asked once, not three times
+    # what to do next is said for a served run, not `hammr eval --retry-failed`
+    from hammr.cli_common import failed_run_message, unfinished_run
+    from hammr.eval.report import build_report
+
+    run = s.service.run_name("naive")
+    for said in (
+        failed_run_message(s.store, run),
+        unfinished_run(s.store, [run]).message,  # type: ignore[union-attr]
+        " ".join(build_report(s.store, [run]).footnotes),
+    ):
+        assert said is not None and "through the server's client" in said
+        assert "hammr eval" not in said and "--retry-failed" not in said
 
 
 def test_a_store_that_fails_costs_the_record_not_the_answer_scripted_model(

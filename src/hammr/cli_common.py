@@ -224,7 +224,7 @@ def unfinished_run(
     timeout or llm_failure; with ``failed_count``, any sample); else the first that does
     not. ``purpose`` follows "has no finished samples" (" to learn from"). Unknown runs are
     left to the caller."""
-    from hammr.eval.store import FAILED_STATUSES
+    from hammr.eval.store import ASKED_ELSEWHERE, FAILED_STATUSES
 
     for run in runs:
         info = store.run_info(run)
@@ -237,6 +237,12 @@ def unfinished_run(
             continue
         command = eval_command(info, store_path)
         head = f"run {run!r} has no finished samples{purpose}"
+        elsewhere = ASKED_ELSEWHERE.get(info.suite)
+        if elsewhere is not None and summary.done:
+            why = ", ".join(f"{n} {status}" for status, n in failed.items())
+            return Unfinished(
+                run, summary.done, f"{head} ({summary.done} stored, all failed: {why}); {elsewhere}"
+            )
         if summary.done == 0:
             return Unfinished(run, 0, f"{head} (none stored yet); answer them first: `{command}`")
         why = ", ".join(f"{n} {status}" for status, n in failed.items())
@@ -262,12 +268,15 @@ def failed_run_message(store: RunStore, run: str, store_path: Path | None = None
     cause and the command that asks its failed samples again; None when they are results
     (or the store does not hold it)."""
     from hammr.eval.run_health import stored_verdict
+    from hammr.eval.store import ASKED_ELSEWHERE
 
     info = store.run_info(run)
     verdict = stored_verdict(store, run) if info is not None else None
     if info is None or verdict is None:
         return None
-    retry = f"ask them again: `{eval_command(info, store_path)} --retry-failed`"
+    retry = ASKED_ELSEWHERE.get(info.suite) or (
+        f"ask them again: `{eval_command(info, store_path)} --retry-failed`"
+    )
     return f"run {run!r} FAILED: {verdict.text}; {verdict.next_step(retry)}"
 
 

@@ -443,10 +443,10 @@ def runs_cmd(store_path: Path | None) -> None:
             s = store.summary(name)
             failed = sum(s.statuses.get(k, 0) for k in FAILED_STATUSES)
             mean = f"{100 * s.mean:.1f}%" if s.done else "–"
-            if s.done and not store.has_ground_truth(name):
-                mean = UNSCORED_CELL
-            elif 2 * failed > s.done and stored_verdict(store, name) is not None:
+            if 2 * failed > s.done and stored_verdict(store, name) is not None:
                 mean = "FAILED"
+            elif s.done and not store.has_ground_truth(name):
+                mean = UNSCORED_CELL
             rows.append(
                 (  # names are the store's text: made safe for a terminal
                     safe_line(name),

@@ -30,13 +30,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from hammr.eval.run_health import RunVerdict, stored_verdict
-from hammr.eval.store import FAILED_STATUSES, RunInfo, RunStore, ScoreRow, StoreError
+from hammr.eval.store import (
+    ASKED_ELSEWHERE,
+    FAILED_STATUSES,
+    RunInfo,
+    RunStore,
+    ScoreRow,
+    StoreError,
+)
 from hammr.eval.types import QUESTION_TYPES
 
 if TYPE_CHECKING:
     from hammr.eval.suites import SuiteAggregate
 
 FAILED_CELL = "FAILED"
+RETRY_FAILED = "ask them again with --retry-failed"
 UNSCORED_CELL = "unscored"
 """What every cell of a run without any ground truth shows (served questions, saved traces):
 its stored scores of 0 are not results."""
@@ -289,7 +297,7 @@ def build_report(
         if verdict is not None:
             notes.append(
                 f"{info.name}: {FAILED_CELL}, its numbers are not results: {verdict.text}; "
-                f"{verdict.next_step('ask them again with --retry-failed')}."
+                f"{verdict.next_step(ASKED_ELSEWHERE.get(info.suite, RETRY_FAILED))}."
             )
     unscored = tuple(not store.has_ground_truth(info.name) for info in infos)
     for info, none in zip(infos, unscored, strict=True):

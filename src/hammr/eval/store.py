@@ -131,6 +131,16 @@ FAILED_STATUSES = ("error", "timeout", "llm_failure")
 that failed); ``hammr eval --retry-failed`` asks them again."""
 
 
+SERVED_SUITE = "served"
+"""The suite of the runs `hammr serve` records: questions its clients asked."""
+ASKED_ELSEWHERE = {
+    SERVED_SUITE: "ask them again through the server's client (a question `hammr serve` "
+    "answered is asked by its client, not again from the store)",
+    "trace": "ask it again with `hammr ask`",
+}
+"""Runs whose questions no `hammr eval` can ask again, by suite: how to ask them again."""
+
+
 class StoreError(ValueError):
     """The store cannot do what was asked (unknown run, run name taken, bad filter, ...)."""
 

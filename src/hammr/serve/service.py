@@ -27,7 +27,7 @@ from hammr.agents.system import System
 from hammr.config import Config
 from hammr.eval.metrics.choice import extract_choice, lettered_options
 from hammr.eval.runner import take_trace
-from hammr.eval.store import RunStore
+from hammr.eval.store import SERVED_SUITE, RunStore
 from hammr.eval.types import RunRecord
 from hammr.serve.chat_request import ChatQuestion, OpenAIError
 from hammr.serve.image_source import ImagePolicy, load_image
@@ -36,7 +36,7 @@ from hammr.tools.base import ToolContext
 from hammr.trace import Trace
 from hammr.values import Value
 
-SUITE = "served"
+SUITE = SERVED_SUITE
 """The suite (and dataset) name of every served question's record."""
 DEFAULT_MAX_QUEUE = 32
 INLINE_COMMIT_PIXELS = 1_000_000
