@@ -8,7 +8,6 @@ import asyncio
 import base64
 import io
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -622,12 +621,6 @@ def test_concurrent_questions_are_each_recorded_once_scripted_model(serve: Any) 
     assert [r.choices[0].message.content for r in replies] == ["red"] * 16
     records = s.records()
     assert sorted(r.sample_id for r in records) == sorted(r.id for r in replies)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- the request shapes of the evaluation harnesses ------------------------------------------------
