@@ -31,7 +31,7 @@ from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import Metric, RunRecord, Sample
 from hammr.terminal_text import safe_console
 from hammr.tools.base import ToolContext
-from hammr.trace import Trace
+from hammr.trace import Status, Trace
 from hammr.values import DEFAULT_MAX_PIXELS, Image, Value
 from hammr.work_clock import WorkClock, WorkDeadline
 
@@ -214,7 +214,7 @@ async def _answer_and_score(
             counts=getattr(work_clock, "counts", "work clock") if work_clock else None,
         )
         if partial:
-            _keep_partial(record, partial[-1], record.error)
+            keep_partial(record, partial[-1], "timeout", record.error)
         return record
     except Exception as e:
         record.status = "error"
@@ -270,8 +270,10 @@ def _deepest_step(trace: Trace) -> tuple[str, Any] | None:
     return found
 
 
-def _keep_partial(record: RunRecord, trace: Trace, reason: str) -> None:
-    trace.status, trace.error = "timeout", reason
+def keep_partial(record: RunRecord, trace: Trace, status: Status, reason: str) -> None:
+    """Give ``record`` the trace of a run cut short (a timeout, a cancellation), marked with
+    the same status and reason as the record."""
+    trace.status, trace.error = status, reason
     take_trace(record, trace)
 
 

@@ -94,8 +94,10 @@ def completion(job: Job, o: Outcome) -> dict[str, Any]:
     }
 
 
-def chunk(job: Job, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-    body: dict[str, Any] = {
+def chunk_body(
+    job: Job, delta: dict[str, Any], finish: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    return {
         "id": job.id,
         "object": "chat.completion.chunk",
         "created": job.created,
@@ -103,7 +105,10 @@ def chunk(job: Job, delta: dict[str, Any], finish: str | None = None, **extra: A
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
         **extra,
     }
-    return sse(body)
+
+
+def chunk(job: Job, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+    return sse(chunk_body(job, delta, finish, **extra))
 
 
 def sse(body: dict[str, Any] | str) -> bytes:
@@ -245,11 +250,8 @@ def build_app(
                     if event.answer:
                         yield chunk(job, {"content": event.answer})
                     yield chunk(job, {}, "stop", hammr=event.hammr_field())
-                    if q.include_usage:
-                        body = json.loads(chunk(job, {})[6:])
-                        body["choices"] = []
-                        body["usage"] = usage(event)
-                        yield sse(body)
+                    if q.include_usage:  # a last chunk with no choices, as OpenAI sends it
+                        yield sse({**chunk_body(job, {}), "choices": [], "usage": usage(event)})
                     yield sse("[DONE]")
                     return
                 yield chunk(job, {}, hammr={"step": event})

@@ -26,14 +26,14 @@ from typing import Any
 from hammr.agents.system import System
 from hammr.config import Config
 from hammr.eval.metrics.choice import extract_choice, lettered_options
-from hammr.eval.runner import take_trace
+from hammr.eval.runner import keep_partial, take_trace
 from hammr.eval.store import SERVED_SUITE, RunStore
 from hammr.eval.types import RunRecord
 from hammr.serve.chat_request import ChatQuestion, OpenAIError
 from hammr.serve.image_source import ImagePolicy, load_image
 from hammr.terminal_text import echo
 from hammr.tools.base import ToolContext
-from hammr.trace import Trace
+from hammr.trace import Status, Trace
 from hammr.values import Value
 
 SUITE = SERVED_SUITE
@@ -68,7 +68,6 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: int = 0
-    multiple_choice: bool = False
     stored: bool = True
     """Whether the question is in the run store (False: the store could not take it)."""
 
@@ -89,6 +88,8 @@ class Job:
 
     question: ChatQuestion
     inputs: dict[str, Value] = field(default_factory=dict)
+    options: list[str] = field(default_factory=list)
+    """The question's lettered options (a multiple-choice question), else []."""
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
     events: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
@@ -143,9 +144,8 @@ class ChatService:
         self.running = 0
         self.jobs: set[Job] = set()
         self._latencies: deque[float] = deque(maxlen=50)
-        self.unstored = 0
-        """Questions the store could not take (see :meth:`_commit`)."""
         self._unstored_ids: set[str] = set()
+        """Questions the store could not take (see :meth:`_commit`)."""
 
     # -- models ----------------------------------------------------------------------------
 
@@ -212,7 +212,7 @@ class ChatService:
                 code="queue_full",
                 headers={"Retry-After": str(self.retry_after_s())},
             )
-        job = Job(question, inputs)
+        job = Job(question, inputs, lettered_options(question.question))
         self.jobs.add(job)
         job.task = asyncio.create_task(self._answer(job), name=f"hammr-serve-{job.id}")
         job.task.add_done_callback(lambda _t: self.jobs.discard(job))
@@ -233,7 +233,7 @@ class ChatService:
             run=self.run_name(q.model),
             sample_id=job.id,
             dataset=SUITE,
-            question_type="multiple_choice" if lettered_options(q.question) else "",
+            question_type="multiple_choice" if job.options else "",
             question=q.question,
             answers=(),
             prediction=None,
@@ -248,25 +248,22 @@ class ChatService:
             finally:
                 self.waiting -= 1
         except asyncio.CancelledError:
-            record.status = "cancelled"
-            record.error = f"cancelled before it started: {job.cancel_reason}"
+            self._cut_short(
+                record, [], "cancelled", f"cancelled before it started: {job.cancel_reason}"
+            )
+            record.latency_s = time.perf_counter() - started
             self._commit(record)
             raise
         self.running += 1
         try:
             return await self._run(job, record, partial)
         except asyncio.CancelledError:
-            if partial:
-                take_trace(record, partial[-1])
-            record.status = "cancelled"
             where = partial[-1].error if partial and partial[-1].error else "cancelled"
-            record.error = f"{where}: {job.cancel_reason}"
-            if partial:
-                partial[-1].status, partial[-1].error = "cancelled", record.error
+            self._cut_short(record, partial, "cancelled", f"{where}: {job.cancel_reason}")
+            record.latency_s = time.perf_counter() - started
             self._commit(record)
             raise
         finally:
-            record.latency_s = time.perf_counter() - started
             self.running -= 1
             self._slots.release()
 
@@ -286,28 +283,30 @@ class ChatService:
             async with asyncio.timeout(self.timeout_s):
                 result = await system.run(q.question, job.inputs, ctx=ctx)
         except TimeoutError:
-            if partial:
-                take_trace(record, partial[-1])
-            record.status = "timeout"
-            record.error = f"no answer within {self.timeout_s:g} s (--timeout-s)"
-            if partial:
-                partial[-1].status, partial[-1].error = "timeout", record.error
+            reason = f"no answer within {self.timeout_s:g} s (--timeout-s)"
+            self._cut_short(record, partial, "timeout", reason)
             await self._finish(record, started)
             return self._outcome(job, record)
         except Exception as e:
             if partial:
-                take_trace(record, partial[-1])
-            record.status = "error"
-            record.error = f"{type(e).__name__}: {e}".strip()
+                take_trace(record, partial[-1])  # the trace as the exception left it
+            record.status, record.error = "error", f"{type(e).__name__}: {e}".strip()
             await self._finish(record, started)
             return self._outcome(job, record)
         take_trace(record, result.trace)
         record.prediction = result.answer
-        if result.answer is not None and record.question_type == "multiple_choice":
-            chosen = extract_choice(result.answer, lettered_options(q.question)).letter
+        if result.answer is not None and job.options:
+            chosen = extract_choice(result.answer, job.options).letter
             record.prediction = chosen or result.answer
         await self._finish(record, started)
         return self._outcome(job, record)
+
+    @staticmethod
+    def _cut_short(record: RunRecord, partial: list[Trace], status: Status, reason: str) -> None:
+        """Mark the record (and the trace it had so far, if any) ended by ``status``."""
+        if partial:
+            keep_partial(record, partial[-1], status, reason)
+        record.status, record.error = status, reason
 
     async def _finish(self, record: RunRecord, started: float) -> None:
         """Time the question and commit it: here when its images are small (a commit is a
@@ -334,7 +333,6 @@ class ChatService:
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             llm_calls=record.llm_calls,
-            multiple_choice=record.question_type == "multiple_choice",
             stored=self.store is not None and self.stored(record.sample_id),
         )
 
@@ -346,11 +344,14 @@ class ChatService:
         try:
             self._store(record)
         except Exception as e:
-            self.unstored += 1
             self._unstored_ids.add(record.sample_id)
             echo(
                 f"hammr serve: question {record.sample_id} not recorded in the store: {e}", err=True
             )
+
+    @property
+    def unstored(self) -> int:
+        return len(self._unstored_ids)
 
     def stored(self, question_id: str) -> bool:
         return question_id not in self._unstored_ids
