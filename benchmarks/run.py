@@ -17,6 +17,8 @@
 .venv/bin/python benchmarks/run.py prefix     # (n) prefix reuse on a llama.cpp server, ~30 min
 .venv/bin/python benchmarks/run.py threads    # (o) embedded model by threads, quiet/busy, ~5 min
 .venv/bin/python benchmarks/run.py serve      # (p) `hammr serve` vs in process, ~30 s
+.venv/bin/python benchmarks/run.py cli        # (q) the command line's start, ~20 s
+.venv/bin/python benchmarks/run.py slots      # (r) a 2-slot llama.cpp server, 10 min
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rich.table import Table
 
 import agent_prompts
 import avis_planner
+import cli_start
 import embedded_threads
 import eval_throughput
 import explanation_shuffle
@@ -40,6 +43,7 @@ import prefix_reuse
 import ray_throughput
 import routing_accuracy
 import serve_overhead
+import served_slots
 import step_overhead
 import viewer_list
 
@@ -71,6 +75,8 @@ def main(argv: list[str]) -> None:
         "prefix",
         "threads",
         "serve",
+        "cli",
+        "slots",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -220,7 +226,7 @@ def main(argv: list[str]) -> None:
         )
 
     if "memory" in which:
-        rows, build = memory_search.run()
+        rows, builds, build = memory_search.run()
         console.print(
             table(
                 "(m) experience bank search, one query at a time, top 3 of 384-dimension unit "
@@ -228,6 +234,16 @@ def main(argv: list[str]) -> None:
                 "(target at 1M: p50 < 5 ms, recall@3 >= 0.95)",
                 memory_search.COLUMNS,
                 rows,
+            )
+        )
+        console.print(
+            table(
+                "(m'') approximate index builds by settings, 1,000 queries: build seconds (both "
+                "cores), recall@3 against exact, median query time (target: a 1M build under "
+                "3 minutes at recall@3 >= 0.98; 1M rows with HAMMR_BENCH_MEMORY_BUILD_1M=1, "
+                "real-ish rows with HAMMR_BENCH_MEMORY_REALISH=1)",
+                memory_search.BUILD_TABLE_COLUMNS,
+                builds,
             )
         )
         console.print(
@@ -276,6 +292,29 @@ def main(argv: list[str]) -> None:
                 "(p) `hammr serve` vs the system in process: naive system, scripted model, "
                 "httpx client (target: < 5 ms added latency at concurrency 8)",
                 serve_overhead.COLUMNS,
+                rows,
+            )
+        )
+
+    if "cli" in which:
+        rows = cli_start.run()
+        console.print(
+            table(
+                f"(q) the command line's start: a new process each run, {cli_start.RUNS} runs "
+                "of each command (target: median < 0.3 s)",
+                cli_start.COLUMNS,
+                rows,
+            )
+        )
+
+    if "slots" in which:
+        rows = served_slots.run()
+        console.print(
+            table(
+                f"(r) hammr-table3 --demo --limit 2 on a {served_slots.SLOTS}-slot llama.cpp "
+                f"server (SmolLM2-135M) at the default concurrency, stopped after "
+                f"{served_slots.LIMIT_S:.0f} s",
+                served_slots.COLUMNS,
                 rows,
             )
         )

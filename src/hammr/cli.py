@@ -8,31 +8,78 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from hammr.avis.avis_cli import avis
-from hammr.backends.kb.kb_cli import kb
-from hammr.backends.llm.base import LLMError, run_sync
 from hammr.cli_common import (
     HammrGroup,
+    SystemsEpilogCommand,
     config_option,
     fail,
     require_question,
-    systems_epilog,
 )
-from hammr.config import ConfigError, load_config
-from hammr.eval.errors_cli import errors_cmd
-from hammr.eval.eval_cli import eval_cmd, report_cmd, runs_cmd
-from hammr.eval.explain_cli import explain_cmd
-from hammr.experiments.experiment_cli import experiment
-from hammr.mcp_bridge.mcp_cli import mcp_cmd
-from hammr.memory.memory_cli import memory
-from hammr.serve.serve_cli import serve_cmd
 from hammr.terminal_text import echo, safe_console, safe_line, safe_markup, safe_text
-from hammr.values import Image, ImageLoadError
-from hammr.web.web_cli import view_cmd
 
 if TYPE_CHECKING:
     from hammr.agents.routing import RouterKind
     from hammr.trace import Trace
+    from hammr.values import Image
+
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "avis": (
+        "hammr.avis.avis_cli:avis",
+        "AVIS: analyse its stored runs, learn a transition graph from them, check graph files.",
+    ),
+    "errors": (
+        "hammr.eval.errors_cli:errors_cmd",
+        "Error analysis of stored runs: automatic counts, a sample to label, or Table 4.",
+    ),
+    "eval": (
+        "hammr.eval.eval_cli:eval_cmd",
+        "Evaluate a system on a suite; the results go to the run store as they come.",
+    ),
+    "experiment": (
+        "hammr.experiments.experiment_cli:experiment",
+        "Reproduce a paper's table or figure: list, show, run and report experiments.",
+    ),
+    "explain": (
+        "hammr.eval.explain_cli:explain_cmd",
+        "Grounded explanations of stored runs ([BOX] tokens linked to the boxes the run found), "
+        "scored against a suite's reference explanations when one is given (MEVQA).",
+    ),
+    "kb": (
+        "hammr.backends.kb.kb_cli:kb",
+        "Build and search local knowledge bases (the 'kb' tool capability).",
+    ),
+    "mcp": (
+        "hammr.mcp_bridge.mcp_cli:mcp_cmd",
+        "Offer hammr's tools and systems to an MCP host (Model Context Protocol).",
+    ),
+    "memory": (
+        "hammr.memory.memory_cli:memory",
+        "Memory from past runs: MuSEAgent's experience bank (and the Reflexion and ExpeL "
+        "baselines' memories).",
+    ),
+    "report": (
+        "hammr.eval.eval_cli:report_cmd",
+        "Print the results table of one or more runs (`hammr runs` lists them).",
+    ),
+    "runs": (
+        "hammr.eval.eval_cli:runs_cmd",
+        "List the stored evaluation runs: name, suite, system, samples done, mean score "
+        "(FAILED where every sample, or more than half for one cause, failed), and failed "
+        "samples (error, timeout or llm_failure; `hammr eval ...",
+    ),
+    "serve": (
+        "hammr.serve.serve_cli:serve_cmd",
+        "Answer OpenAI chat-completions requests with hammr's systems: each system is a model.",
+    ),
+    "view": (
+        "hammr.web.web_cli:view_cmd",
+        "Browse runs, compare two, filter samples and read one sample's trace in a browser.",
+    ),
+}
+"""The commands defined in other modules: name -> ("module:attribute", summary). The module
+is imported only when its command is run or its help shown; the summary (the command's
+short help) is what `hammr --help` lists meanwhile. tests/test_cli_imports.py checks that each
+summary is the command's own."""
 
 EPILOG_ASK = """\b
 Examples:
@@ -46,10 +93,16 @@ With no configuration, hammr runs offline on its embedded model (SmolLM2-135M th
 llama.cpp, tool calls constrained by a grammar). It is tiny: expect the machinery to work,
 not the answers to be good. Point [llm] in hammr.toml at a served model for real answers.
 
-""" + systems_epilog()
+"""
+"""The epilog of `hammr ask`; every system's name follows it (SystemsEpilogCommand adds them
+when the help is shown: the registry is not read for every command)."""
 
 
-@click.group(cls=HammrGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=HammrGroup,
+    lazy_commands=LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(package_name="hammr")
 def main() -> None:
     """Answer visual questions with LLM agents that think, call vision tools and observe.
@@ -62,7 +115,7 @@ def main() -> None:
     """
 
 
-@main.command(epilog=EPILOG_ASK)
+@main.command(cls=SystemsEpilogCommand, epilog=EPILOG_ASK)
 @click.argument("image", type=click.Path(path_type=Path))
 @click.argument("question")
 @click.option(
@@ -142,11 +195,15 @@ def ask(
     configuration.
     """
     from hammr.agents import SpecError
-    from hammr.agents.system import HAMMR, build_systems
+    from hammr.agents.names import HAMMR
+    from hammr.agents.system import build_systems
+    from hammr.backends.llm.base import LLMError, run_sync
+    from hammr.config import ConfigError, load_config
     from hammr.factory import build_llm
     from hammr.systems import build_system
     from hammr.tools.base import ToolContext
     from hammr.trace import format_trace
+    from hammr.values import Image, ImageLoadError
 
     require_question(question)
     try:
@@ -299,8 +356,8 @@ def config_show(config_path: Path | None) -> None:
     'default (unset)': the backend then uses its own default.
     """
     from hammr.backends.options import tool_settings
-    from hammr.config import setting_note
-    from hammr.eval.job import sample_timeout, work_counted
+    from hammr.config import ConfigError, load_config, setting_note
+    from hammr.eval.sample_budget import sample_timeout, work_counted
 
     try:
         cfg = load_config(config_path)
@@ -334,6 +391,7 @@ def tools_cmd(config_path: Path | None) -> None:
 
     The tools of the MCP servers in [[tools.mcp]] are listed too (each server is started to
     list them), with the server they come from."""
+    from hammr.config import ConfigError, load_config
     from hammr.factory import build_backends
     from hammr.tools.library import configured_tools
 
@@ -399,6 +457,7 @@ def systems_cmd(
     import textwrap
 
     from hammr.agents import AgentCatalog, SpecError
+    from hammr.config import ConfigError, load_config
     from hammr.factory import build_backends, vision_setting
     from hammr.system_info import PAPERS, SYSTEMS, assess, needs_text
     from hammr.systems import registered_systems
@@ -563,6 +622,7 @@ def agents_cmd(config_path: Path | None, setting: str | None) -> None:
     file in the folder named by agent.dir (copy one from the package's agents/specs/ to start).
     """
     from hammr.agents import AgentCatalog, SpecError, resolve_setting
+    from hammr.config import ConfigError, load_config
     from hammr.factory import build_backends
     from hammr.tools.library import builtin_tools
 
@@ -666,8 +726,11 @@ def route_cmd(
     from hammr.agents import SpecError
     from hammr.agents.route_accuracy import stand_in_inputs
     from hammr.agents.system import build_systems
+    from hammr.backends.llm.base import LLMError, run_sync
+    from hammr.config import ConfigError, load_config
     from hammr.factory import build_llm
     from hammr.tools.base import ToolContext
+    from hammr.values import Image, ImageLoadError
 
     require_question(question)
     try:
@@ -709,20 +772,6 @@ def route_cmd(
 
         echo("LLM dispatcher (routing only):")
         echo(format_trace(decision.trace))
-
-
-main.add_command(kb)
-main.add_command(memory)
-main.add_command(eval_cmd)
-main.add_command(report_cmd)
-main.add_command(runs_cmd)
-main.add_command(errors_cmd)
-main.add_command(explain_cmd)
-main.add_command(view_cmd)
-main.add_command(serve_cmd)
-main.add_command(avis)
-main.add_command(experiment)
-main.add_command(mcp_cmd, "mcp")
 
 
 if __name__ == "__main__":  # pragma: no cover

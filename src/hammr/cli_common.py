@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, overload
@@ -87,6 +87,20 @@ def systems_epilog() -> str:
     return "\n".join(lines) + "\n"
 
 
+class SystemsEpilogCommand(click.Command):
+    """A command whose epilog ends with :func:`systems_epilog`, made when it is read (for
+    the command's --help), not when the command is defined: reading the registry imports
+    every system's module."""
+
+    @property
+    def epilog(self) -> str:
+        return (self._epilog or "") + systems_epilog()
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        self._epilog = value
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr and the exit status (2: bad input or configuration). The message
     often quotes a file or a model, so it is made safe for a terminal first."""
@@ -97,7 +111,59 @@ def fail(message: str, code: int = 2) -> NoReturn:
 class HammrGroup(click.Group):
     """The top-level group: a standard output that cannot be written (redirected to a full
     disk, a file over its size limit) ends the command with one line and exit 2, not a
-    traceback, whichever command was printing. What the command stored before is kept."""
+    traceback, whichever command was printing. What the command stored before is kept.
+
+    ``lazy_commands`` maps a command's name to ``("module:attribute", summary)``: the module
+    is imported only when the command is run or its help shown (click's LazyGroup pattern),
+    so that `hammr --help` or `hammr systems` does not import every command's dependencies.
+    The summary is the command's short help (the first sentence of its help), which the
+    group's listing shows without importing the module."""
+
+    def __init__(
+        self,
+        *args: Any,
+        lazy_commands: Mapping[str, tuple[str, str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: dict[str, tuple[str, str]] = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            self.add_command(load_command(self.lazy_commands[cmd_name][0]), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """click's, with the commands not imported yet among those a mistyped name is matched
+        against ("Did you mean 'eval'?": click 8.4 and later)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            unknown = getattr(click.exceptions, "NoSuchCommand", None)
+            if unknown is None or not isinstance(e, unknown):
+                raise
+            raise unknown(e.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with a command not imported yet shown by a stand-in that holds
+        its summary (click shortens it to the width as it would the command's own help)."""
+        commands: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name)
+            if cmd is None:
+                cmd = click.Command(name, help=self.lazy_commands[name][1])
+            if not cmd.hidden:
+                commands.append((name, cmd))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            rows = [(name, cmd.get_short_help_str(limit)) for name, cmd in commands]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -106,6 +172,17 @@ class HammrGroup(click.Group):
             silence(e.stream)
             which = "error" if e.stream == "stderr" else "output"
             fail(f"cannot write to standard {which}: {e.strerror or e}")
+
+
+def load_command(spec: str) -> click.Command:
+    """The click command ``spec`` names, as ``"module:attribute"`` (imported now)."""
+    import importlib
+
+    module, _, attribute = spec.partition(":")
+    command = getattr(importlib.import_module(module), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{spec} is not a click command")
+    return command
 
 
 def require_question(question: str) -> None:

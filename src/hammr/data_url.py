@@ -15,8 +15,6 @@ import io
 import re
 import urllib.parse
 
-from PIL import Image as PILImage
-
 from hammr.values import Image, ImageLoadError
 
 # Pillow's format names for the media types an image data URL may declare.
@@ -87,6 +85,8 @@ def too_large(where: str, max_bytes: int) -> DataUrlError:
 
 def decode_image(data: bytes, declared: str, where: str, *, max_pixels: int) -> Image:
     """The image in ``data``, which claims to be ``declared`` (a media type, '' for none)."""
+    from PIL import Image as PILImage
+
     try:
         with PILImage.open(io.BytesIO(data)) as probe:
             actual = probe.format or ""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hammr.backends.llm.base import LLM, VisionLimits
 from hammr.config import Config, ConfigError
 
 if TYPE_CHECKING:
+    from hammr.backends.llm.base import LLM
+    from hammr.backends.llm.slots import Lane
     from hammr.backends.registry import BuiltBackends
 
 
@@ -20,6 +22,8 @@ def default_cache_path() -> Path:
 
 def build_llm(cfg: Config, *, cache: bool | None = None) -> LLM:
     """The configured LLM, wrapped in the SQLite response cache unless that is turned off."""
+    from hammr.backends.llm.base import VisionLimits
+
     s = cfg.section("llm")
     llm: LLM
     vision = vision_setting(cfg)
@@ -109,6 +113,49 @@ def default_concurrency(cfg: Config) -> int:
     except ValueError:
         replicas = 1
     return 8 * replicas
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """Questions to keep in flight, why, and the lane each holds (empty: no lanes)."""
+
+    n: int
+    why: str
+    lanes: tuple[Lane, ...] = ()
+
+
+def resolve_concurrency(cfg: Config, given: int | None = None) -> Concurrency:
+    """``given`` (``--concurrency``) when set; else for a served model as many as its
+    replicas run at once (asked of them: :mod:`hammr.backends.llm.slots`), each question in
+    a lane of its own; else :func:`default_concurrency`."""
+    from hammr.backends.llm.slots import ServedSlots, probe_slots
+
+    served = cfg.get("llm.backend") == "openai"
+    slots: ServedSlots | None = None
+    if served:
+        from hammr.backends.llm.base import run_sync
+        from hammr.backends.pool import parse_base_urls
+
+        try:
+            urls = parse_base_urls(cfg.get("llm.base_url"))
+        except ValueError:
+            urls = ()
+        key_env = cfg.get("llm.api_key_env")
+        key = os.environ.get(str(key_env)) if key_env else None
+        headers = {"Authorization": f"Bearer {key}"} if key else None
+        if urls:
+            slots = run_sync(probe_slots(urls, str(cfg.get("llm.server")), headers=headers))
+    if slots is not None:
+        n = given or slots.total
+        # one lane per question in flight: slots taken in turn where there are more
+        base = slots.lanes()
+        lanes = tuple(replace(base[i % len(base)], index=i) for i in range(n))
+        return Concurrency(n, "--concurrency" if given else slots.reason(), lanes)
+    if given is not None:
+        return Concurrency(given, "--concurrency")
+    n = default_concurrency(cfg)
+    why = "the embedded model has one slot" if not served else "the default"
+    return Concurrency(n, why)
 
 
 def grammar_setting(cfg: Config) -> bool | None:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hammr.agents.names import HAMMR, NAIVE
 from hammr.agents.spec import SpecError
-from hammr.agents.system import HAMMR, NAIVE, AgentSystems, System, build_systems
 from hammr.config import Config
+
+if TYPE_CHECKING:  # the agent runtime is imported to build a system, not to name them
+    from hammr.agents.system import AgentSystems, System
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Workbench:
     agents: AgentSystems
 
 
-SystemFactory = Callable[[Workbench], System]
+SystemFactory = Callable[[Workbench], "System"]
 
 FACTORIES: dict[str, str] = {
     "hammr-oracle": "hammr.agents.baselines:oracle_system",
@@ -63,6 +66,8 @@ def build_system(
 ) -> tuple[System, dict[str, Any]]:
     """The system called ``name`` and the tool backends it runs on (SpecError for an
     unknown name, listing the known ones)."""
+    from hammr.agents.system import build_systems
+
     agents, backends = build_systems(cfg, max_steps)
     path = FACTORIES.get(name)
     if path is None:

@@ -93,9 +93,14 @@ _STEP_FIELDS = {
     "reasoner": "str",
     "backtrack": "bool",
     "calls": "int?",
+    "tool_calls": "int",
+    "tool_cached_calls": "int",
+    "tool_usage": "object",
     "retrieved": "list",
     "child": "object?",
 }
+_TOOL_FIELDS = ("tool_calls", "tool_cached_calls", "tool_usage")
+"""A step's record of the model calls made for it (written only where there were any)."""
 _TRACE_FIELDS = {
     "format": "str",
     "image_dir": "str",
@@ -187,6 +192,17 @@ class StepUsage:
             response.cached_prompt_tokens,
         )
 
+    def plus(self, other: StepUsage, *, first: bool = False) -> StepUsage:
+        """This usage and ``other``'s summed. ``first``: this one counts no reply yet, so
+        the sum's cached prompt tokens are ``other``'s; otherwise they are summed while both
+        say how many (None as soon as one reply did not)."""
+        had, new = self.cached_prompt_tokens, other.cached_prompt_tokens
+        return StepUsage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            new if first else (had + new if had is not None and new is not None else None),
+        )
+
 
 @dataclass
 class Step:
@@ -230,7 +246,22 @@ class Step:
     output was not informative, or the state had nothing left to try)."""
     calls: int | None = None
     """Model calls this step made, where not one (AVIS: planner, object selector and
-    reasoner in one step); None counts as one, or none for a router's or a program's step."""
+    reasoner in one step); None counts as one, or none for a router's or a program's step.
+    Its (their) usage is :attr:`usage`; the calls its tools made are :attr:`tool_calls`."""
+    tool_calls: int = 0
+    """Model calls made *for* this step beside its own: by the tool it ran (AnswerWithContext,
+    DecomposeQuestion, a word problem's equation, a VLM-backed tool, a MulProg module, the
+    image description an AVIS CONTEXT step builds) and by the advisors asked before its
+    model call (MuSE's viewpoint choice), whatever model answered them. A child agent's calls
+    are not here but in :attr:`child`. As for the step's own call, a reply replayed from
+    hammr's response cache counts (see :attr:`tool_cached_calls`). Measured by
+    :mod:`hammr.backends.llm.meter`."""
+    tool_cached_calls: int = 0
+    """Of :attr:`tool_calls`, the replies replayed from hammr's response cache (no server
+    call was made for them)."""
+    tool_usage: StepUsage = field(default_factory=StepUsage)
+    """The tokens of :attr:`tool_calls`, summed (their cached prompt tokens while every reply
+    said how many)."""
     retrieved: list[dict[str, JSON]] = field(default_factory=list)
     """What memory gave this step: one record per retrieval (an advisor's before the model
     call, a memory tool's after it), each with ``source``, ``policy`` and ``text`` and, for
@@ -239,6 +270,9 @@ class Step:
 
     def to_dict(self) -> dict[str, JSON]:
         d = {k: v for k, v in asdict(self).items() if k != "child"}
+        if not self.tool_calls:  # most steps: the document stays as it was without them
+            for key in _TOOL_FIELDS:
+                del d[key]
         d["child"] = self.child.to_dict() if self.child is not None else None
         return d
 
@@ -249,7 +283,9 @@ class Step:
         d = dict(_checked(d, where, _STEP_FIELDS, ("index",)))
         child = d.pop("child", None)
         usage = _checked(d.pop("usage", {}), _at(where, "usage"), _USAGE_FIELDS, ())
-        step = cls(**d, usage=StepUsage(**usage))
+        # absent in traces written before tools' model calls were counted: none recorded
+        tool_usage = _checked(d.pop("tool_usage", {}), _at(where, "tool_usage"), _USAGE_FIELDS, ())
+        step = cls(**d, usage=StepUsage(**usage), tool_usage=StepUsage(**tool_usage))
         step.child = Trace.from_dict(child, _at(where, "child")) if child is not None else None
         return step
 
@@ -272,17 +308,20 @@ class Trace:
 
     # -- derived figures ------------------------------------------------------------------
 
+    # Every model call of the run is counted once: a step's own call(s) (usage), the calls
+    # made for it by its tool and advisors (tool_usage), and a child agent's in its trace.
+
     @property
     def prompt_tokens(self) -> int:
-        return sum(s.usage.prompt_tokens for s in self.steps) + sum(
+        return sum(s.usage.prompt_tokens + s.tool_usage.prompt_tokens for s in self.steps) + sum(
             s.child.prompt_tokens for s in self.steps if s.child
         )
 
     @property
     def completion_tokens(self) -> int:
-        return sum(s.usage.completion_tokens for s in self.steps) + sum(
-            s.child.completion_tokens for s in self.steps if s.child
-        )
+        return sum(
+            s.usage.completion_tokens + s.tool_usage.completion_tokens for s in self.steps
+        ) + sum(s.child.completion_tokens for s in self.steps if s.child)
 
     @property
     def llm_calls(self) -> int:
@@ -291,7 +330,8 @@ class Trace:
             s.calls if s.calls is not None else int(s.router is None and s.line is None)
             for s in self.steps
         )
-        return own + sum(s.child.llm_calls for s in self.steps if s.child)
+        tools = sum(s.tool_calls for s in self.steps)
+        return own + tools + sum(s.child.llm_calls for s in self.steps if s.child)
 
     def errors(self) -> list[tuple[str, Step]]:
         """Every step with an error in this trace and its children, as (agent, step)."""
@@ -449,6 +489,18 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _tool_calls_line(step: Step) -> str:
+    """``tool's model calls: 2, 310+25 tokens (1 from hammr's cache)``: the calls made for
+    the step by its tool (and its advisors)."""
+    u = step.tool_usage
+    cached = f" ({step.tool_cached_calls} from hammr's cache)" if step.tool_cached_calls else ""
+    whose = "tool's" if step.tool else "advisors'"
+    return (
+        f"{whose} model calls: {step.tool_calls}, "
+        f"{u.prompt_tokens}+{u.completion_tokens} tokens{cached}"
+    )
+
+
 def format_trace(trace: Trace, width: int = 160) -> str:
     """A readable tree of the run: one block per step, child agents indented under their step
     (safe for a terminal: see :mod:`hammr.terminal_text`)."""
@@ -473,6 +525,8 @@ def format_trace(trace: Trace, width: int = 160) -> str:
                 lines.append(sub + _clip(f"act: {s.action}", width))
             elif s.error_kind and s.raw:
                 lines.append(sub + _clip(f"model wrote: {s.raw}", width))
+            if s.tool_calls:
+                lines.append(sub + _tool_calls_line(s))
             if s.child is not None:
                 walk(s.child, sub + "  ")
             if s.observation:

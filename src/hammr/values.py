@@ -13,12 +13,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from PIL import Image as PILImage
-from PIL import ImageOps, UnidentifiedImageError
+from typing import TYPE_CHECKING, Any
 
 from hammr.input_file import InputError, read_input_bytes
+
+if TYPE_CHECKING:  # Pillow is imported to load or make pixels, not to name the kinds
+    from PIL import Image as PILImage
 
 DEFAULT_MAX_PIXELS = 64_000_000
 """Images above this many pixels are refused (decompression-bomb guard)."""
@@ -119,6 +119,8 @@ def upright(image: PILImage.Image) -> PILImage.Image:
     is loaded, so every tool, box and point sees the picture as a viewer shows it. A tag that
     cannot be read or applied leaves the stored pixels as they are: the picture is still
     usable, and refusing it for its metadata would lose a readable image."""
+    from PIL import ImageOps
+
     try:
         orientation = image.getexif().get(EXIF_ORIENTATION, 1)
         if orientation in (None, 1):
@@ -172,6 +174,9 @@ class Image:
     def from_bytes(
         cls, data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, source: str | None = None
     ) -> Image:
+        from PIL import Image as PILImage
+        from PIL import UnidentifiedImageError
+
         where = source or "image data"
         if not data:
             raise ImageLoadError(f"{where}: not a readable image (it is empty)")

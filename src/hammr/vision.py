@@ -34,8 +34,6 @@ import math
 import re
 from collections.abc import Sequence
 
-from PIL import Image as PILImage
-
 from hammr.backends.llm.base import ContentPart, ImagePart, VisionLimits
 from hammr.values import Image, Value
 
@@ -87,6 +85,8 @@ def labelled_images(var: str, value: Value) -> list[tuple[str, Image]]:
 
 def fit_pixels(image: Image, max_pixels: int) -> Image:
     """``image``, or a copy downscaled (aspect kept) to at most ``max_pixels`` pixels."""
+    from PIL import Image as PILImage
+
     w, h = image.width, image.height
     if w * h <= max_pixels:
         return image

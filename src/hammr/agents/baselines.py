@@ -26,6 +26,7 @@ from PIL import Image as PILImage
 from hammr.agent import AgentResult, ReActAgent, traced
 from hammr.agents.routing import RoutedDispatcher, RouteDecision
 from hammr.agents.spec import SpecError
+from hammr.backends.llm.meter import step_meter
 from hammr.tools.base import ToolContext, ToolError, unavailable_reason
 from hammr.tools.point_tools import MarkPoint
 from hammr.tools.vision_tools import VQA
@@ -192,7 +193,8 @@ class DirectVLM:
                 args: dict[str, Value] = {"image": image, "question": asked}
                 step.action = "answer = VQA(image, question)"
                 step.arguments = {k: encode_value(v, trace.images) for k, v in args.items()}
-                result = await VQA.invoke(args, ctx)
+                with step_meter(step):  # the VQA backend's model call (a served VLM's)
+                    result = await VQA.invoke(args, ctx)
             except ToolError as e:
                 step.error_kind, step.error = e.kind, str(e)
                 step.observation = f"#ERROR#: {e}"

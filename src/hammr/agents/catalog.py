@@ -12,14 +12,16 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from hammr.agent import ReActAgent
 from hammr.agents.spec import AgentSpec, SpecError, builtin_specs, load_specs
 from hammr.agents.worked_examples import outline
-from hammr.backends.llm.base import LLM
 from hammr.config import Config
-from hammr.tools.base import Tool
+
+if TYPE_CHECKING:  # the agent runtime is imported to build agents, not to read their files
+    from hammr.agent import ReActAgent
+    from hammr.backends.llm.base import LLM
+    from hammr.tools.base import Tool
 
 Setting = Literal["tools_only", "with_vqa"]
 SETTINGS: tuple[str, ...] = ("auto", "tools_only", "with_vqa")
@@ -143,6 +145,8 @@ class AgentCatalog:
         ``max_steps`` is the limit of an agent whose file sets none; with ``override_steps``
         (a limit the user chose: ``--max-steps``, or ``[agent] max_steps`` in the config) it
         is every agent's, the dispatcher's fixed 4 included."""
+        from hammr.agent import ReActAgent
+
         available = {t.name: t for t in tools}
         agents: dict[str, ReActAgent] = {}
         for name in self._order(only if only is not None else self.specs):
@@ -204,6 +208,8 @@ class AgentCatalog:
     ) -> ReActAgent:
         """The naive generic ReAct agent: every specialist's tools, guidance and examples in
         one flat prompt (the paper's baseline, its section 3.2)."""
+        from hammr.agent import ReActAgent
+
         available = {t.name: t for t in tools}
         names: list[str] = []
         guidance = [NAIVE_INSTRUCTIONS]
@@ -254,6 +260,8 @@ def dispatcher_options(spec: AgentSpec, tools: Iterable[Tool]) -> dict[str, Any]
     the specialist it called (the paper's dispatcher relays it, Fig. C.4)."""
     if spec.role != "dispatcher":
         return {}
+    from hammr.agent import ReActAgent
+
     agents = [t.name for t in tools if isinstance(t, ReActAgent)]
     return {"question_variable": True, "final_tools": agents}
 

@@ -9,15 +9,14 @@ from typing import Any, Protocol
 
 from hammr.agent import AgentResult, ReActAgent
 from hammr.agents.catalog import NAIVE_NAME, AgentCatalog, Setting, resolve_setting
+from hammr.agents.names import HAMMR as HAMMR  # re-exported: its home before names.py
+from hammr.agents.names import NAIVE as NAIVE
 from hammr.agents.routing import NeighbourRouter, RoutedDispatcher, RouterKind
 from hammr.agents.spec import SpecError
 from hammr.backends.llm.base import LLM
 from hammr.config import Config, effective_setting
 from hammr.tools.base import Tool, ToolContext
 from hammr.values import Value
-
-HAMMR = "hammr"
-NAIVE = "naive"
 
 
 class System(Protocol):

@@ -36,6 +36,7 @@ from hammr.avis.replies import (
     parse_object,
 )
 from hammr.backends.llm.base import LLM, LLMResponse
+from hammr.backends.llm.meter import unmetered
 from hammr.tools.base import CapabilityMissing, Tool, ToolContext, ToolError
 from hammr.tools.vision_tools import VQA
 from hammr.tools.web_tools import WebSearch
@@ -73,7 +74,9 @@ class ActionOutcome:
     error_kind: str | None = None
     error: str | None = None
     responses: list[LLMResponse] = field(default_factory=list)
-    """Model calls the action made (object_select, llm_qa)."""
+    """Model calls the action made (object_select, llm_qa): the system adds them to the step's
+    own (``calls``, ``usage``); the calls of a tool it runs are metered into the step's
+    ``tool_*`` fields instead (see :mod:`hammr.backends.llm.meter`)."""
 
 
 @dataclass
@@ -154,7 +157,8 @@ class ActionRunner:
             setting=self.grammar,
             max_tokens=120,
         )
-        response = await model.complete(request)
+        with unmetered():  # in the step's own calls (ActionOutcome.responses), not its tools'
+            response = await model.complete(request)
         try:
             choice = parse_object(response.text, ids)
         except ReplyError as e:
@@ -207,7 +211,8 @@ class ActionRunner:
             setting=self.grammar,
             max_tokens=64,
         )
-        response = await model.complete(request)
+        with unmetered():  # in the step's own calls (ActionOutcome.responses), not its tools'
+            response = await model.complete(request)
         answer = " ".join(response.text.strip().split("\n\n")[0].split())
         answer = re.sub(r"^answer\s*:\s*", "", answer, flags=re.I)
         out = ActionOutcome(f"LLM answer: {answer or '(empty)'}", answer)

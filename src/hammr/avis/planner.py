@@ -55,7 +55,11 @@ class Planner:
             max_tokens=96,
         )
         response = await model.complete(request)
-        return parse_decomposition(response.text), response
+        try:
+            return parse_decomposition(response.text), response
+        except ReplyError as e:
+            e.response = response  # the call was made: the trace keeps its text and usage
+            raise
 
     def prompt(self, query: str, context: str, candidates: Sequence[str]) -> str:
         specs = [self.actions[c] for c in candidates]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hammr.backends.llm.base import LLM, LLMRequest, Message
+from hammr.backends.llm.base import LLM, LLMRequest, LLMResponse, Message
 from hammr.grammar_bounds import tokens_for
 from hammr.trace import Verdict
 
@@ -27,6 +27,8 @@ class ReplyError(ValueError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+        self.response: LLMResponse | None = None
+        """The reply, where the raiser had it to give (its usage still counts)."""
 
 
 def _q(text: str) -> str:

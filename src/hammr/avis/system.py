@@ -36,6 +36,7 @@ from hammr.avis.prompts import PLANNER_EXAMPLES, best_evidence_prompt
 from hammr.avis.reasoner import Reasoner
 from hammr.avis.replies import Decomposition, ReplyError
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, LLMResponse, Message
+from hammr.backends.llm.meter import step_meter
 from hammr.programs.system import model_and_image
 from hammr.tools.base import ToolContext
 from hammr.trace import Step, StepUsage, Trace, encode_value
@@ -128,6 +129,9 @@ class AvisSystem:
     ) -> AgentResult:
         ctx = ctx or ToolContext()
         model, image = model_and_image(AGENT, self.llm, ctx, inputs)
+        # the tools it runs (actions, the image description) reach ctx.llm metered: their
+        # model calls go to the step that ran them (its own calls are in its steps)
+        ctx = ctx.with_metered_llm()
         trace = Trace(agent=AGENT, question=question, model=model.name)
         trace.inputs = {"image": encode_value(image, trace.images)}
         with traced(trace, ctx):
@@ -156,6 +160,9 @@ class AvisSystem:
         except ReplyError as e:
             # recorded; the run goes on with the whole question as the visual part
             step.error_kind, step.error = e.kind, str(e)
+            if e.response is not None:
+                step.raw = e.response.text
+                _add_usage(step, e.response)
             decomposition = Decomposition(question, "#")
         step.llm_latency_s = time.perf_counter() - t0
         step.output = {"visual": decomposition.visual, "knowledge": decomposition.knowledge}
@@ -167,12 +174,13 @@ class AvisSystem:
         step = self._begin(trace, ctx, "CONTEXT", "describing the image")
         step.router = "code"  # built by the library's tools, no model call
         t0 = time.perf_counter()
-        context = await build_context(
-            image,
-            ctx,
-            max_objects=self.settings.max_objects,
-            object_names=self.settings.object_names,
-        )
+        with step_meter(step):  # a VLM's captions, detections, OCR: this step's tools' calls
+            context = await build_context(
+                image,
+                ctx,
+                max_objects=self.settings.max_objects,
+                object_names=self.settings.object_names,
+            )
         step.tool_latency_s = time.perf_counter() - t0
         step.output = context.to_json(trace.images)
         step.observation = context.render()
@@ -296,7 +304,8 @@ class _Run:
             self.trace.images,
             frozenset(self.selected),
         )
-        outcome = await s.runner.run(action, given, self.model, self.ctx)
+        with step_meter(step):  # a tool's calls; the runner's own are outcome.responses
+            outcome = await s.runner.run(action, given, self.model, self.ctx)
         step.tool_latency_s = time.perf_counter() - t1
         for r in outcome.responses:
             step.calls += 1

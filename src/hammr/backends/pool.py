@@ -141,9 +141,12 @@ class ReplicaPool:
         """Up, or set aside with its cool-down over and no probe in flight."""
         return not r.down or (not r.probing and now >= r.retry_at)
 
-    def _pick(self, avoid: Collection[str]) -> tuple[_Replica, bool]:
+    def _pick(self, avoid: Collection[str], prefer: str | None = None) -> tuple[_Replica, bool]:
         now = self._clock()
         n = len(self._replicas)
+        wanted = self._index.get(prefer.rstrip("/")) if prefer else None
+        if wanted is not None and wanted.url not in avoid and not wanted.down:
+            return wanted, False
         order = [self._replicas[(self._cursor + i) % n] for i in range(n)]
         allowed = [r for r in order if r.url not in avoid] or order
         probe = next((r for r in allowed if r.down and self._usable(r, now)), None)
@@ -156,11 +159,15 @@ class ReplicaPool:
         return chosen, is_probe
 
     @asynccontextmanager
-    async def acquire(self, avoid: Collection[str] = ()) -> AsyncIterator[str]:
+    async def acquire(
+        self, avoid: Collection[str] = (), prefer: str | None = None
+    ) -> AsyncIterator[str]:
         """Choose a replica for one request and count it outstanding until the block ends
-        (however it ends). ``avoid``: URLs not to choose unless there is nothing else."""
+        (however it ends). ``avoid``: URLs not to choose unless there is nothing else;
+        ``prefer``: the URL to choose while it is up and not avoided (a question's lane:
+        :mod:`hammr.backends.llm.slots`)."""
         with self._lock:
-            replica, is_probe = self._pick(avoid)
+            replica, is_probe = self._pick(avoid, prefer)
             replica.outstanding += 1
             replica.requests += 1
             replica.peak = max(replica.peak, replica.outstanding)

@@ -58,6 +58,7 @@ from PIL import Image as PILImage
 
 from hammr.backends.http_client import PerLoopSemaphore, gather_all
 from hammr.backends.llm.base import ImagePart, LLMError, LLMRequest, Message
+from hammr.backends.llm.meter import record
 from hammr.backends.llm.openai_compat import OpenAICompatLLM
 from hammr.backends.pool import ReplicaPool, parse_base_urls
 from hammr.tools.base import ToolError
@@ -534,6 +535,7 @@ class VLMBackend:
                 response = await self.llm.complete(request)
             except LLMError as e:
                 raise ToolError(f"{what} failed: {e}") from None
+            record(response)  # a call made for the step whose tool asked (see llm.meter)
         return response.text, part.size
 
     # -- capabilities ----------------------------------------------------------------------

@@ -108,8 +108,11 @@ aggregates. --scaling DIR plots accuracy against memory.depth and memory.k (and 
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
-    help="Questions in flight at once, per Ray worker with --executor ray (default: 1 on the "
-    "embedded model, which answers one call at a time; 8 per replica of a served model).",
+    help="Questions in flight at once, per Ray worker with --executor ray. Default: 1 on the "
+    "embedded model (one slot); on a served model as many as its servers run at once, as "
+    "they say (llama.cpp /props total_slots, SGLang max_running_requests; summed over "
+    "replicas), each question pinned to one llama.cpp slot so its prompts stay cached; 8 "
+    "per server that does not say (vLLM, hosted APIs). The run's first line says which.",
 )
 @click.option("--name", "run_name", help="The run's name (default: SUITE-SYSTEM-YYYY-MM-DD).")
 @click.option(

@@ -117,6 +117,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     from hammr.agents import SpecError
     from hammr.backends.llm.base import LLMError, run_sync
     from hammr.config import ConfigError, load_config
+    from hammr.eval.duration import expected
     from hammr.eval.executors import ExecutorError
     from hammr.eval.job import EvalJob, resolve_judge, sample_timeout, work_counted
     from hammr.eval.run_health import stored_verdict
@@ -124,6 +125,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     from hammr.eval.runner import planned as plan_run
     from hammr.eval.store import RunStore, StoreError, default_store_path
     from hammr.eval.suites import load_suite
+    from hammr.factory import resolve_concurrency
 
     r = request
     if r.executor == "local" and (r.ray_address or r.ship_images is not None):
@@ -149,6 +151,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     checkpoint = str(r.bem_checkpoint) if r.bem_checkpoint else None
     budget = sample_timeout(cfg, r.timeout_s)
     work = work_counted(cfg)
+    concurrency = resolve_concurrency(cfg, r.concurrency)
     try:
         job = EvalJob(
             config=cfg,
@@ -159,7 +162,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             bem_checkpoint=checkpoint,
             timeout_s=budget,
             work=work,
-            concurrency=r.concurrency,
+            concurrency=concurrency.n,
             metrics_used=tuple(sorted({e.metric for e, _ in samples if isinstance(e.metric, str)})),
         )
         # Only the local executor answers here; Ray's workers each build their own (a bad
@@ -233,9 +236,9 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             f"hammr: warning: {plan.duplicates} samples repeat an earlier (dataset, id) "
             "and are skipped"
         )
-    where = f"{in_flight} at a time"
+    where = f"{in_flight} at a time ({concurrency.why})"
     if r.executor == "ray":
-        where = f"{r.workers} Ray workers x {in_flight} at a time"
+        where = f"{r.workers} Ray workers x {in_flight} at a time ({concurrency.why})"
     if not created:
         from hammr.eval.resume import config_changes
 
@@ -245,6 +248,10 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             note(f"note: settings differ from the run's start: {', '.join(changed)}")
     else:
         note(f"run {name}: {plan.total} samples, {where}, store {store.path}")
+    todo = len(plan.todo)
+    forecast = expected(store, system_name, config, todo, in_flight)
+    if forecast is not None:
+        note(forecast.line())
 
     stored = {(row.dataset, row.sample_id): row.score for row in store.score_rows(name)}
     planned = {sample_key(e, s) for e, s in samples}
@@ -275,6 +282,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             on_result=bar.on_result,
             setup=built.prepare,
             retry_failed=r.retry_failed,
+            lanes=concurrency.lanes,
         )
 
     async def go() -> EvalOutcome:

@@ -9,45 +9,24 @@ backends, the metrics), which are expensive and are built once per process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from hammr.agents.system import System
 from hammr.backends.llm.base import LLM
 from hammr.config import Config, ConfigError
 from hammr.eval.runner import Answer, default_metric_factory, local_answerer, prepare
+
+# re-exported: their home before sample_budget.py, which `hammr config show` reads alone
+from hammr.eval.sample_budget import SERVED_SAMPLE_TIMEOUT_S as SERVED_SAMPLE_TIMEOUT_S
+from hammr.eval.sample_budget import WorkCounted as WorkCounted
+from hammr.eval.sample_budget import sample_timeout as sample_timeout
+from hammr.eval.sample_budget import work_counted as work_counted
 from hammr.factory import build_llm, default_concurrency
 from hammr.systems import build_system
 from hammr.tools.base import ToolContext
 from hammr.work_clock import stall_clock
 
 JUDGES = ("auto", "bem", "llm", "embedding", "none")
-
-SERVED_SAMPLE_TIMEOUT_S = 300.0
-"""A question's default budget of work on a served model (raised to llm.timeout_s when that
-is longer, so that one request may always run to its own limit)."""
-
-WorkCounted = Literal["wall", "wall_less_processor_waits"]
-
-
-def work_counted(cfg: Config) -> WorkCounted:
-    """What a question's timeout counts (:mod:`hammr.work_clock`): on the embedded model,
-    which computes in this process, wall-clock time less time queued for its slot and less
-    time its threads waited for a processor other programs held; on a served one,
-    wall-clock time less time queued."""
-    return "wall_less_processor_waits" if cfg.get("llm.backend") == "embedded" else "wall"
-
-
-def sample_timeout(cfg: Config, given: float | None = None) -> float | None:
-    """Seconds of work per question (None: no limit). ``given``: ``--timeout`` (0: no limit;
-    None: the default for the backend). On the embedded model there is none by default: each
-    call is bounded by llm.max_tokens and each agent by its step limit, so every question
-    ends, and a loaded CPU only makes it slower; on a served model
-    :data:`SERVED_SAMPLE_TIMEOUT_S`, or llm.timeout_s when that is longer."""
-    if given is not None:
-        return given if given > 0 else None
-    if cfg.get("llm.backend") == "embedded":
-        return None
-    return max(SERVED_SAMPLE_TIMEOUT_S, float(cfg.get("llm.timeout_s")))
 
 
 def resolve_judge(judge: str, cfg: Config, bem_checkpoint: str | None) -> str:

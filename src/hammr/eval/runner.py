@@ -27,9 +27,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hammr.agents.system import System
+from hammr.backends.llm.slots import Lane, conversation_lane
 from hammr.eval.store import FAILED_STATUSES, RunStore
 from hammr.eval.types import Metric, RunRecord, Sample
-from hammr.terminal_text import safe_console
+from hammr.terminal_text import echo, safe_console, safe_line
 from hammr.tools.base import ToolContext
 from hammr.trace import Status, Trace
 from hammr.values import DEFAULT_MAX_PIXELS, Image, Value
@@ -434,11 +435,15 @@ async def run_samples(
     on_result: OnResult | None = None,
     setup: Callable[[], Awaitable[None]] | None = None,
     retry_failed: bool = False,
+    lanes: Sequence[Lane] = (),
 ) -> EvalOutcome:
     """The executor-independent part of a run: skip what is stored, keep ``concurrency``
     samples in flight through ``answer``, commit each record the moment it comes back (this
     process alone writes the store, one transaction per sample), count the outcome.
     ``setup`` runs once before the first sample, only when there is something to ask.
+    ``lanes``: where each of the ``concurrency`` workers sends its questions' model calls
+    (a served model's slots, :mod:`hammr.backends.llm.slots`; worker i takes lane i modulo
+    their number), so a question's conversations keep their prefix cached.
 
     The run is held (:meth:`RunStore.driving`) throughout, so a second process on the same
     run is refused with :class:`~hammr.eval.store.RunBusy` before it asks anything, whatever
@@ -458,6 +463,7 @@ async def run_samples(
             on_result=on_result,
             setup=setup,
             retry_failed=retry_failed,
+            lanes=lanes,
         )
 
 
@@ -487,6 +493,7 @@ async def _run_held(
     on_result: OnResult | None,
     setup: Callable[[], Awaitable[None]] | None,
     retry_failed: bool,
+    lanes: Sequence[Lane],
 ) -> EvalOutcome:
     outcome = EvalOutcome()
     started = time.perf_counter()
@@ -498,9 +505,10 @@ async def _run_held(
         await setup()
     work: Iterator[tuple[EntryLike, Sample]] = iter(todo)
 
-    async def worker() -> None:
+    async def worker(lane: Lane | None) -> None:
         for entry, sample in work:
-            record = await answer(entry, sample)
+            with conversation_lane(lane):
+                record = await answer(entry, sample)
             stored = await asyncio.to_thread(
                 store.add,
                 record,
@@ -517,15 +525,17 @@ async def _run_held(
                 on_result(record)
 
     async with asyncio.TaskGroup() as tasks:
-        for _ in range(min(concurrency, len(todo))):
-            tasks.create_task(worker())
+        for i in range(min(concurrency, len(todo))):
+            tasks.create_task(worker(lanes[i % len(lanes)] if lanes else None))
     outcome.elapsed_s = time.perf_counter() - started
     return outcome
 
 
 class EvalProgress:
-    """A rich progress bar on stderr with the live mean score; silent when stderr is not a
-    terminal. Use as a context manager and pass :meth:`on_result` to :func:`run_eval`."""
+    """Progress on stderr: a rich bar with the live mean score when stderr is a terminal (or
+    ``enabled`` is True), else one plain line per sample as it is stored (a log, CI, a
+    pipe), nothing with ``enabled`` False. Use as a context manager and pass
+    :meth:`on_result` to :func:`run_eval`."""
 
     def __init__(
         self,
@@ -542,6 +552,9 @@ class EvalProgress:
         self.failed = 0
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.lines = enabled is None and not self.enabled
+        """One plain line per sample (stderr is no terminal, and no one said otherwise)."""
+        self._started = time.perf_counter()
         self._progress: Any = None
         self._task: Any = None
 
@@ -588,6 +601,18 @@ class EvalProgress:
             self.failed += 1
         if self._progress is not None:
             self._progress.update(self._task, completed=self.done, **self._fields())
+        elif self.lines:
+            echo(self.line(record), err=True)
+
+    def line(self, record: RunRecord) -> str:
+        """The plain progress line of ``record``, just stored."""
+        elapsed = time.perf_counter() - self._started
+        return (
+            f"{self.label}: {self.done}/{self.total} {safe_line(record.dataset)}/"
+            f"{safe_line(record.sample_id)} {record.status}, score {record.score:.2f} in "
+            f"{record.latency_s:.1f} s; acc {100 * self.mean:.1f}%"
+            f"{f', {self.failed} failed' if self.failed else ''}; {elapsed:.0f} s so far"
+        )
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

@@ -267,6 +267,14 @@ class _Hold:
     count: int = 0
 
 
+def _json_value(value: Any) -> Any:
+    """``value`` as SQLite's ``json_extract`` gives it back: a list or a mapping as compact
+    JSON text, anything else as it is."""
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
 class RunStore(SqliteFile):
     """Evaluation runs in one SQLite file (see the module docstring)."""
 
@@ -811,6 +819,20 @@ class RunStore(SqliteFile):
             (run,),
         )
         return [ScoreRow(*r) for r in rows]
+
+    def latencies(self, system: str, model: Mapping[str, Any], *, last: int = 200) -> list[float]:
+        """The seconds the ``last`` questions answered (finished or at their step limit) by
+        ``system`` on the model ``model`` names (config keys, e.g. ``llm.backend`` and
+        ``llm.model``: see :func:`hammr.eval.duration.model_keys`) took, newest first, over
+        every run in the store."""
+        where = " AND ".join(f"json_extract(r.config, '$.\"{key}\"') IS ?" for key in model)
+        rows = self._query(
+            "SELECT s.latency_s FROM samples s JOIN runs r ON r.name = s.run "
+            f"WHERE r.system = ? AND {where or '1'} AND s.status IN ('finished', 'step_limit') "
+            "AND s.latency_s > 0 ORDER BY s.finished DESC LIMIT ?",
+            (system, *map(_json_value, model.values()), last),
+        )
+        return [float(r[0]) for r in rows]
 
     def summary(self, run: str) -> RunSummary:
         info = self.run_info(run)

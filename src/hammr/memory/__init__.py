@@ -18,7 +18,8 @@ What lives where:
   transactional, resumable builds; the embedder it was built with.
 * ``search``: :class:`~hammr.memory.search.ExperienceSearcher`: wide and deep search with
   the score threshold, source selection and per-task de-duplication; exact with numpy,
-  approximate (faiss HNSW, the ``memory`` extra) past a size threshold.
+  approximate (a faiss IVF index, the ``memory`` extra, built with the bank) past a size
+  threshold.
 
 * ``annotate``: hindsight annotation: :class:`~hammr.memory.annotate.HindsightAnnotator` (an
   LLM or VLM scoring every step of a trajectory 0-10 with reusable guidance; replies checked

@@ -49,6 +49,7 @@ from hammr.backends.llm.base import (
     sees_images,
     vision_limits_of,
 )
+from hammr.backends.llm.meter import Meter, metered, metering
 from hammr.grammar_bounds import tokens_for
 from hammr.memory.annotation_replies import (
     ReplyProblem,
@@ -288,9 +289,10 @@ class HindsightAnnotator:
         mentions = answer_mentions(e.state.question, e.provenance.answers)
         messages: list[Message] = [self.first_message(t)]
         reply, problem = "", ""
+        model = metered(self.llm)  # its usage goes to the build's meter (annotate_bank)
         for attempt in range(1, self.max_attempts + 1):
             try:
-                resp = await self.llm.complete(self.request(messages, n))
+                resp = await model.complete(self.request(messages, n))
             except LLMError as err:
                 raise AnnotationFailed(f"the model failed: {err}", reply, attempt) from None
             reply = resp.text
@@ -336,11 +338,21 @@ class AnnotationReport:
     seconds: float = 0.0
     pending: int = 0
     """Trajectories that were to annotate."""
+    usage: Meter | None = None
+    """The model calls the annotator made (retries included) and their tokens; None for an
+    annotator that asks no model (a scripted one, an imported file). No question's trace
+    holds them: a bank is built outside any question."""
 
     def lines(self) -> list[str]:
+        spent = f"{self.attempts} calls"
+        if self.usage is not None and self.usage.calls:
+            u = self.usage.usage
+            spent += f", {u.prompt_tokens}+{u.completion_tokens} tokens"
+            if self.usage.cached_calls:
+                spent += f", {self.usage.cached_calls} from hammr's cache"
         out = [
             f"annotated: {self.annotated} experiences in {self.trajectories} of {self.pending} "
-            f"trajectories by {self.annotator} ({self.attempts} calls, {self.seconds:.1f} s); "
+            f"trajectories by {self.annotator} ({spent}, {self.seconds:.1f} s); "
             f"{self.skipped} already annotated"
         ]
         if self.failed:
@@ -435,8 +447,10 @@ async def annotate_bank(
             if on_trajectory is not None:
                 on_trajectory(t, ok)
 
+    meter = Meter()  # every model call of the build (the annotator's tasks share it)
     try:
-        await asyncio.gather(*(one(t) for t in pending))
+        with metering(meter):
+            await asyncio.gather(*(one(t) for t in pending))
     finally:
         if bar is not None:
             bar.close()
@@ -449,6 +463,7 @@ async def annotate_bank(
         attempts=tally.attempts,
         seconds=time.perf_counter() - t0,
         pending=len(pending),
+        usage=meter if meter.calls else None,
     )
 
 

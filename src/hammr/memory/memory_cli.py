@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from hammr.config import Config
     from hammr.eval.store import RunStore
     from hammr.memory.bank import Annotation, ExperienceBank, StoredExperience
+    from hammr.memory.search import SearchSettings
 
 EPILOG_MEMORY = """\
 \b
@@ -374,10 +375,12 @@ def build_bank(
     no_cache: bool = False,
     progress: bool | None = None,
     say: Callable[[str], None] = echo,
+    index_settings: SearchSettings | None = None,
 ) -> None:
     """``hammr memory build`` as a function (its options, one argument each; ``config``: a
-    configuration already loaded, used instead of ``config_path``). Raises
-    :class:`MemoryCommandError` where the command prints its one-line error."""
+    configuration already loaded, used instead of ``config_path``; ``index_settings``: the
+    search settings the approximate indexes are built for, default those of every search).
+    Raises :class:`MemoryCommandError` where the command prints its one-line error."""
     from hammr.backends.llm.base import run_sync
     from hammr.config import ConfigError
     from hammr.memory.bank import BankError, ExperienceBank
@@ -469,6 +472,10 @@ def build_bank(
                 raise MemoryCommandError(str(e)) from None
             made = sum(report.embedded.values())
             say(f"embedded: {made} new vectors with {bank.embedder_name} ({report.seconds:.1f} s)")
+            # the approximate indexes now, not at the first search of an evaluation
+            from hammr.memory.search import build_indexes
+
+            say(build_indexes(bank, index_settings).line())
         info = bank.info()
         built = info.built()
         say(f"viewpoints built: {', '.join(built) if built else 'none'}")

@@ -3,13 +3,27 @@ viewpoints), MuSEAgent section 3.3.
 
 **Similarity** is cosine (rows and queries are unit vectors, so a dot product). Under
 ``ann_min_rows`` distinct vectors per viewpoint (default 50,000) the search is exact with
-numpy; from there on it uses an approximate HNSW index from faiss (``pip install
-'hammr[memory]'``: faiss-cpu), built the first time the viewpoint is searched and cached
-beside the bank (``BANK.ann/VIEWPOINT.FINGERPRINT.faiss``; a changed viewpoint gets a new
-file, the old one is removed). Without faiss the search stays exact and says so in
-:attr:`SearchResult.notes`. The approximate index returns more candidates than asked
+numpy; from there on it uses an approximate index from faiss (``pip install
+'hammr[memory]'``: faiss-cpu), an inverted file (IVF-flat): k-means cells (``ivf_lists``,
+default 4 sqrt(rows): 4,000 at 1M rows), of which a query scans the ``ivf_probe`` nearest
+(default 128) exactly. The index is built with the bank (``hammr memory build`` calls
+:func:`build_indexes` once the vectors are in) and kept beside it
+(``BANK.ann/VIEWPOINT.FINGERPRINT.faiss``, written to a temporary file and renamed; the
+fingerprint covers the embedder, the viewpoint's rows and the index settings, so a changed
+viewpoint gets a new file and the old one is removed). A search loads it; where it is
+missing or stale (a bank built before indexes were, a viewpoint extended since) the search
+builds and keeps it, and says so in :attr:`SearchResult.notes`. Without faiss the search
+stays exact and says so. The approximate index returns more candidates than asked
 (``oversample`` times k, growing while filters and de-duplication leave too few) and falls
 back to exact search when even that is not enough.
+
+Why an inverted file and not a graph (HNSW, used before): on two cores faiss's HNSW (M=32,
+efConstruction=80) took 4-8 minutes to build over 1M rows, and the cheaper graphs that
+build in under 3 (efConstruction 40, M 16 to 32) lose their way between clusters (recall@3
+0.82-0.92 at 1M clustered rows, whatever efSearch); hnswlib builds the same graphs no
+faster. IVF-flat builds 1M rows in 1-1.5 minutes at recall@3 0.98-0.99 (queries: about 2 ms
+at 1M, under the 5 ms target; the graph's were 0.3-0.5 ms). ``benchmarks/memory_search.py``
+measures both (docs/benchmarks.md has the figures).
 
 **Filters** (:class:`SearchSettings`):
 
@@ -45,6 +59,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,6 +77,11 @@ from hammr.values import Image
 ANN_LIBRARY = "faiss-cpu"
 ANN_INSTALL_HINT = "pip install 'hammr[memory]'"
 DEFAULT_ANN_MIN_ROWS = 50_000
+DEFAULT_IVF_PROBE = 128
+IVF_TRAIN_PER_LIST = 40
+"""Rows k-means trains on per cell (a sample of the rows; faiss asks for at least 39)."""
+INDEX_KIND = "ivf-flat"
+"""Written into the index files' fingerprint: a file of another kind of index is stale."""
 
 Sources = Literal["correct", "incorrect", "both"]
 
@@ -86,10 +107,11 @@ class SearchSettings:
     ann: Literal["auto", "exact", "approximate"] = "auto"
     """auto: approximate from ``ann_min_rows`` distinct vectors on, when faiss is installed."""
     ann_min_rows: int = DEFAULT_ANN_MIN_ROWS
-    hnsw_m: int = 32
-    """HNSW graph degree."""
-    hnsw_ef_construction: int = 80
-    hnsw_ef_search: int = 64
+    ivf_lists: int | None = None
+    """k-means cells of the approximate index; None: 4 sqrt(rows) (4,000 at 1M rows), at most
+    one per 39 rows (what k-means needs to train)."""
+    ivf_probe: int = DEFAULT_IVF_PROBE
+    """Cells a query scans, nearest first (recall@3 0.98 at 1M rows: see the module docstring)."""
     oversample: int = 8
     """The approximate index is asked for this many times k candidates at first."""
     cache_ann: bool = True
@@ -104,6 +126,10 @@ class SearchSettings:
             raise ValueError(f"sources is correct, incorrect or both, got {self.sources!r}")
         if self.ann not in ("auto", "exact", "approximate"):
             raise ValueError(f"ann is auto, exact or approximate, got {self.ann!r}")
+        if self.ivf_probe < 1 or (self.ivf_lists is not None and self.ivf_lists < 1):
+            raise ValueError(
+                f"ivf_probe and ivf_lists are at least 1, got {self.ivf_probe}, {self.ivf_lists}"
+            )
 
 
 @dataclass(frozen=True)
@@ -221,43 +247,72 @@ def _faiss() -> Any:
         raise ImportError(f"the approximate index needs {ANN_LIBRARY}; {ANN_INSTALL_HINT}") from e
 
 
-class HNSWIndex:
-    """An approximate cosine index: faiss's HNSW over inner products of unit rows."""
+def ivf_lists(rows: int, wanted: int | None = None) -> int:
+    """The k-means cells of an index over ``rows`` rows: ``wanted``, or 4 sqrt(rows); at most
+    one per 39 rows, at least one."""
+    n = int(rows)
+    lists = int(wanted) if wanted is not None else round(4 * n**0.5)
+    return max(1, min(lists, n // (IVF_TRAIN_PER_LIST - 1)))
+
+
+class IVFIndex:
+    """An approximate cosine index: faiss's inverted file (IVF-flat) over inner products of
+    unit rows. k-means splits the rows into cells; a query scans, exactly, the rows of its
+    ``probe`` nearest cells. Built in seconds where a graph index (HNSW) of the same recall
+    takes minutes (see the module docstring)."""
 
     method: Literal["exact", "approximate"] = "approximate"
 
-    def __init__(self, index: Any, ef_search: int) -> None:
+    def __init__(self, index: Any, probe: int) -> None:
         self.index = index
-        self.ef_search = int(ef_search)
+        self.probe = int(probe)
 
     def __len__(self) -> int:
         return int(self.index.ntotal)
 
+    @property
+    def lists(self) -> int:
+        return int(self.index.nlist)
+
     @classmethod
     def build(
-        cls, vectors: np.ndarray, *, m: int = 32, ef_construction: int = 80, ef_search: int = 64
-    ) -> HNSWIndex:
+        cls, vectors: np.ndarray, *, lists: int | None = None, probe: int = DEFAULT_IVF_PROBE
+    ) -> IVFIndex:
+        """Train the cells on a sample of ``vectors`` (IVF_TRAIN_PER_LIST rows a cell, the
+        same sample every time) and add every row; faiss works on every core (OpenMP)."""
         faiss = _faiss()
         data = np.ascontiguousarray(vectors, dtype=np.float32)
-        index = faiss.IndexHNSWFlat(int(data.shape[1]), int(m), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(ef_construction)
-        for start in range(0, data.shape[0], 100_000):
+        n, dim = int(data.shape[0]), int(data.shape[1])
+        nlist = ivf_lists(n, lists)
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        sample = min(n, IVF_TRAIN_PER_LIST * nlist)
+        if sample < n:
+            pick = np.sort(np.random.default_rng(0).choice(n, sample, replace=False))
+            index.train(data[pick])
+        else:
+            index.train(data)
+        for start in range(0, n, 100_000):
             index.add(data[start : start + 100_000])
-        return cls(index, ef_search)
+        return cls(index, probe)
 
     @classmethod
-    def load(cls, path: Path, ef_search: int) -> HNSWIndex:
-        return cls(_faiss().read_index(str(path)), ef_search)
+    def load(cls, path: Path, probe: int) -> IVFIndex:
+        return cls(_faiss().read_index(str(path)), probe)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        _faiss().write_index(self.index, str(tmp))
-        tmp.replace(path)
+        """Written whole to a temporary file, then renamed over ``path``."""
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            _faiss().write_index(self.index, str(tmp))
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(positions, similarities) of about the ``k`` nearest rows, nearest first."""
         k = min(int(k), len(self))
-        self.index.hnsw.efSearch = max(self.ef_search, k)
+        self.index.nprobe = max(1, min(self.probe, self.lists))
         q = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
         sims, ids = self.index.search(q, k)
         keep = ids[0] >= 0
@@ -271,7 +326,7 @@ class HNSWIndex:
 class _View:
     rows: ViewRows
     exact: ExactIndex
-    ann: HNSWIndex | None
+    ann: IVFIndex | None
     starts: np.ndarray
     """CSR over rows grouped by vector: rows of vector i are order[starts[i]:starts[i+1]]."""
     order: np.ndarray
@@ -290,11 +345,111 @@ def _fingerprint(bank: ExperienceBank, rows: ViewRows, settings: SearchSettings)
             rows.viewpoint,
             rows.generation,
             int(rows.vectors.shape[0]),
-            settings.hnsw_m,
-            settings.hnsw_ef_construction,
+            INDEX_KIND,
+            ivf_lists(int(rows.vectors.shape[0]), settings.ivf_lists),
         ]
     )
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def _build_index(
+    rows: ViewRows, settings: SearchSettings, path: Path | None
+) -> tuple[IVFIndex, float]:
+    """Build the approximate index of ``rows`` (and save it at ``path``, replacing the
+    viewpoint's older files); returns it and the seconds the build took."""
+    t0 = time.perf_counter()
+    index = IVFIndex.build(rows.vectors, lists=settings.ivf_lists, probe=settings.ivf_probe)
+    seconds = time.perf_counter() - t0
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for old in path.parent.glob(f"{rows.viewpoint}.*.faiss"):
+            old.unlink(missing_ok=True)
+        index.save(path)
+    return index, seconds
+
+
+@dataclass(frozen=True)
+class IndexBuild:
+    """One viewpoint's approximate index, as :func:`build_indexes` or a search left it."""
+
+    viewpoint: str
+    vectors: int
+    """Distinct vectors indexed."""
+    seconds: float
+    """Time spent building it (0 when an up-to-date file was kept)."""
+    built: bool
+    """False: the index file beside the bank was already up to date, and kept."""
+    path: Path | None
+    """The index file (None: not cached)."""
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What :func:`build_indexes` did for a bank."""
+
+    indexes: tuple[IndexBuild, ...]
+    needed: tuple[str, ...]
+    """Viewpoints searched approximately (past the threshold)."""
+    missing: str = ""
+    """Why none was built although some were needed ("" when built or none needed)."""
+    min_rows: int = DEFAULT_ANN_MIN_ROWS
+
+    def line(self) -> str:
+        """One line for ``hammr memory build``."""
+        if self.missing:
+            return f"approximate index: not built for {', '.join(self.needed)}: {self.missing}"
+        if not self.indexes:
+            return (
+                f"approximate index: none needed (every viewpoint under {self.min_rows} "
+                "vectors is searched exactly)"
+            )
+        built = [b for b in self.indexes if b.built]
+        kept = ", ".join(b.viewpoint for b in self.indexes if not b.built)
+        if not built:
+            return f"approximate index: up to date for {kept} (kept)"
+        parts = ", ".join(f"{b.viewpoint} ({b.vectors} vectors, {b.seconds:.1f} s)" for b in built)
+        text = (
+            f"approximate index built for {len(built)} viewpoint(s) in "
+            f"{sum(b.seconds for b in built):.1f} s: {parts}"
+        )
+        return text + (f"; up to date: {kept}" if kept else "")
+
+
+def build_indexes(
+    bank: ExperienceBank,
+    settings: SearchSettings | None = None,
+    viewpoints: Sequence[str] | None = None,
+) -> IndexReport:
+    """Build the approximate index file of every viewpoint of ``bank`` (default: every one
+    built) that a search with ``settings`` would search approximately, so that no search has
+    to: ``hammr memory build`` calls it once the vectors are in. An index file already up to
+    date (same fingerprint) is kept without being read. Without the index library, or with
+    ``cache_ann`` off (nothing to keep the index in), nothing is built and the report says so.
+    """
+    searcher = ExperienceSearcher(bank, settings)
+    s = searcher.settings
+    counts = {v.name: v.vectors for v in bank.info().viewpoints if v.vectors}
+    names = [viewpoint_name(v) for v in viewpoints] if viewpoints is not None else list(counts)
+    needed = tuple(vp for vp in names if searcher.wants_ann(counts.get(vp, 0)))
+    if not needed:
+        return IndexReport((), (), "", s.ann_min_rows)
+    if not ann_available():
+        why = f"needs {ANN_LIBRARY} ({ANN_INSTALL_HINT}); their searches stay exact"
+        return IndexReport((), needed, why, s.ann_min_rows)
+    if not s.cache_ann:
+        return IndexReport((), needed, "cache_ann is off (built at each search)", s.ann_min_rows)
+    out: list[IndexBuild] = []
+    for vp in needed:
+        rows = bank.view_rows(vp)
+        path = searcher.index_path(rows)
+        n = int(rows.vectors.shape[0])
+        if path.exists():
+            out.append(IndexBuild(vp, n, 0.0, False, path))
+            continue
+        _, seconds = _build_index(rows, s, path)
+        out.append(IndexBuild(vp, n, seconds, True, path))
+        del rows
+    return IndexReport(tuple(out), needed, "", s.ann_min_rows)
 
 
 class ExperienceSearcher:
@@ -308,6 +463,8 @@ class ExperienceSearcher:
         self._columns: SourceColumns | None = None
         self._datasets: tuple[int, np.ndarray, dict[str, int]] | None = None
         """(bank generation, dataset code per bank row number, code of each dataset)."""
+        self.index_builds: list[IndexBuild] = []
+        """Approximate indexes this searcher built (not loaded), in order."""
 
     def close(self) -> None:
         """Let go of the bank (its SQLite connection)."""
@@ -337,11 +494,21 @@ class ExperienceSearcher:
         self._maybe_ann(view, notes)
         return view
 
+    def index_path(self, rows: ViewRows) -> Path:
+        """Where the approximate index of these rows is cached: its name holds a fingerprint
+        of the rows (embedder, viewpoint, generation, count) and of the index settings."""
+        fingerprint = _fingerprint(self.bank, rows, self.settings)
+        return self.ann_dir() / f"{rows.viewpoint}.{fingerprint}.faiss"
+
+    def wants_ann(self, vectors: int) -> bool:
+        """Whether a viewpoint of this many distinct vectors is searched approximately."""
+        s = self.settings
+        return s.ann == "approximate" or (s.ann == "auto" and vectors >= s.ann_min_rows)
+
     def _maybe_ann(self, view: _View, notes: list[str]) -> None:
         s = self.settings
         n = len(view.exact)
-        wanted = s.ann == "approximate" or (s.ann == "auto" and n >= s.ann_min_rows)
-        if not wanted or view.ann is not None:
+        if not self.wants_ann(n) or view.ann is not None:
             return
         if not ann_available():
             notes.append(
@@ -350,27 +517,26 @@ class ExperienceSearcher:
             )
             return
         path: Path | None = None
+        why = "not cached (cache_ann is off)"
         if s.cache_ann:
-            folder = self.ann_dir()
-            path = folder / f"{view.rows.viewpoint}.{_fingerprint(self.bank, view.rows, s)}.faiss"
+            path = self.index_path(view.rows)
+            why = "no index file beside the bank"
             if path.exists():
                 try:
-                    view.ann = HNSWIndex.load(path, s.hnsw_ef_search)
+                    view.ann = IVFIndex.load(path, s.ivf_probe)
                 except RuntimeError:
                     view.ann = None
                 if view.ann is not None and len(view.ann) == n:
                     return
-        view.ann = HNSWIndex.build(
-            view.rows.vectors,
-            m=s.hnsw_m,
-            ef_construction=s.hnsw_ef_construction,
-            ef_search=s.hnsw_ef_search,
+                why = "its index file could not be read"
+            elif any(path.parent.glob(f"{view.rows.viewpoint}.*.faiss")):
+                why = "its index file is stale (the viewpoint or the index settings changed)"
+        view.ann, seconds = _build_index(view.rows, s, path)
+        self.index_builds.append(IndexBuild(view.rows.viewpoint, n, seconds, True, path))
+        notes.append(
+            f"built the approximate index of {view.rows.viewpoint} at this search ({n} vectors, "
+            f"{seconds:.1f} s): {why}; `hammr memory build` builds it with the bank"
         )
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            for old in path.parent.glob(f"{view.rows.viewpoint}.*.faiss"):
-                old.unlink(missing_ok=True)
-            view.ann.save(path)
 
     def prepare(self, viewpoints: Sequence[str] | None = None) -> list[str]:
         """Load the rows of these viewpoints (default: every one the bank can search) and
@@ -768,15 +934,20 @@ __all__ = [
     "ANN_INSTALL_HINT",
     "ANN_LIBRARY",
     "DEFAULT_ANN_MIN_ROWS",
+    "DEFAULT_IVF_PROBE",
     "Chooser",
     "ExactIndex",
     "ExperienceSearcher",
-    "HNSWIndex",
     "Hit",
+    "IVFIndex",
+    "IndexBuild",
+    "IndexReport",
     "SearchResult",
     "SearchRound",
     "SearchSettings",
     "ann_available",
+    "build_indexes",
+    "ivf_lists",
     "recall_at_k",
     "top_k",
 ]

@@ -16,11 +16,11 @@ caller records, and the template is used instead (never a made-up box).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hammr.backends.llm.base import LLM, LLMRequest, Message
+from hammr.backends.llm.base import LLM, LLMRequest, LLMResponse, Message
 from hammr.eval.metrics.explanation import BoxRef, GroundedExplanation
 from hammr.trace import Trace
 from hammr.values import Box
@@ -140,9 +140,17 @@ def ground_text(text: str, objects: Sequence[Grounded]) -> GroundedExplanation:
 
 
 async def llm_explanation(
-    trace: Trace, question: str, answer: str, llm: LLM, *, max_tokens: int = 120
+    trace: Trace,
+    question: str,
+    answer: str,
+    llm: LLM,
+    *,
+    max_tokens: int = 120,
+    on_reply: Callable[[LLMResponse], None] | None = None,
 ) -> GroundedExplanation:
-    """An LLM's explanation of the run, grounded (ExplanationError when it cannot be)."""
+    """An LLM's explanation of the run, grounded (ExplanationError when it cannot be).
+    ``on_reply`` is given the model's reply as soon as it came (its usage counts, whether or
+    not the explanation can be used)."""
     objects = grounded_objects(trace)
     listing = "\n".join(f"- {o.var}: {o.name} ({len(o.boxes)} boxes)" for o in objects)
     prompt = EXPLAIN_PROMPT.format(
@@ -154,6 +162,8 @@ async def llm_explanation(
     reply = await llm.complete(
         LLMRequest(messages=(Message("user", prompt),), max_tokens=max_tokens)
     )
+    if on_reply is not None:
+        on_reply(reply)
     text = reply.text.strip().splitlines()[0] if reply.text.strip() else ""
     if not text:
         raise ExplanationError("the model wrote no explanation")

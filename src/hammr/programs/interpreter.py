@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from hammr.actions import ResolveError, resolve
 from hammr.agent import AgentFailed, mark_cancelled
+from hammr.backends.llm.meter import step_meter
 from hammr.programs.checks import kinds_of, validate
 from hammr.programs.language import (
     RESULT_MODULE,
@@ -143,7 +144,8 @@ async def _execute(
         keywords = {k: resolve(v, run.variables) for k, v in act.kwargs}
         args = bind_arguments(tool, positional, keywords)
         step.arguments = {k: encode_value(v, trace.images) for k, v in args.items()}
-        result = await _invoke(tool, args, ctx.for_step(step), run.variables)
+        with step_meter(step):  # a module's model calls (VQA on a VLM, ...) are the line's
+            result = await _invoke(tool, args, ctx.for_step(step), run.variables)
     except ResolveError as e:
         return _fail(run, step, line, e.kind, str(e))
     except AgentFailed as e:

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from hammr.agent import AgentResult, traced
-from hammr.backends.llm.base import LLM, LLMError
+from hammr.backends.llm.base import LLM, LLMError, LLMResponse
+from hammr.backends.llm.meter import Meter, metered, metering
 from hammr.eval.metrics.explanation import GroundedExplanation
 from hammr.programs.checks import compile_program
 from hammr.programs.explain import ExplanationError, llm_explanation, template_explanation
@@ -50,6 +51,12 @@ def model_and_image(
     if not isinstance(image, Image):
         raise ValueError(f"{system} answers questions about one image: give the input 'image'")
     return model, image
+
+
+def _own_reply(step: Step, reply: LLMResponse) -> None:
+    """Record ``reply`` as ``step``'s own model call: its text, usage and whether hammr's
+    response cache replayed it."""
+    step.raw, step.cached, step.usage = reply.text, reply.cached, StepUsage.of(reply)
 
 
 def explanation_output(e: GroundedExplanation) -> dict[str, Any]:
@@ -124,13 +131,17 @@ class MulProgSystem:
             trace.steps.append(step)
             self._notify(ctx, step)
             t0 = time.perf_counter()
+            written = Meter()  # under a grammar, the lines written before a call that fails
             try:
-                replies = await self.planner.write(
-                    question, model, previous=previous, errors=errors
-                )
+                with metering(written):
+                    replies = await self.planner.write(
+                        question, metered(model), previous=previous, errors=errors
+                    )
             except LLMError as e:
                 step.llm_latency_s = time.perf_counter() - t0
                 step.error_kind, step.error = "llm_failure", str(e)
+                if written.calls:  # their calls, and the one that failed
+                    step.calls, step.usage = written.calls + 1, written.usage
                 trace.status, trace.error = "llm_failure", str(e)
                 self._notify(ctx, step)
                 return None
@@ -172,7 +183,9 @@ class MulProgSystem:
         if self.explainer == "llm":
             step.router = None  # the model is asked (a call, used or not)
             try:
-                explanation = await llm_explanation(trace, question, answer, model)
+                explanation = await llm_explanation(
+                    trace, question, answer, model, on_reply=lambda r: _own_reply(step, r)
+                )
             except (ExplanationError, LLMError) as e:
                 # recorded, and the template's explanation is used: never a made-up box
                 step.error = f"the model's explanation was not used: {e}"

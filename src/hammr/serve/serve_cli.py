@@ -80,8 +80,9 @@ ${API_KEY_ENV}). docs/serving.md has recipes for lmms-eval, VLMEvalKit and MCP h
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
-    help="Questions answered at once (default: 1 on the embedded model, 8 per replica of a "
-    "served one); more wait in a queue.",
+    help="Questions answered at once; more wait in a queue. Default: as `hammr eval`'s (1 on "
+    "the embedded model; as many as a served model's servers say they run at once, each "
+    "question in a slot of its own; else 8 per server).",
 )
 @click.option(
     "--max-queue",
@@ -149,7 +150,7 @@ def serve_cmd(
     from hammr.agents import SpecError
     from hammr.config import ConfigError, load_config
     from hammr.eval.store import StoreError, default_store_path
-    from hammr.factory import build_llm, default_concurrency
+    from hammr.factory import build_llm, resolve_concurrency
     from hammr.serve.image_source import ImagePolicy
     from hammr.serve.service import ChatService
 
@@ -158,6 +159,7 @@ def serve_cmd(
         cfg = load_config(config_path)
         models = served_models(cfg, systems)
         llm = build_llm(cfg, cache=False if no_cache else None)
+        in_flight = resolve_concurrency(cfg, concurrency)
     except (ConfigError, SpecError) as e:
         fail(str(e))
     if not models:
@@ -175,7 +177,8 @@ def serve_cmd(
         store=store,
         session=session or time.strftime("%Y%m%d-%H%M%S"),
         llm=llm,
-        concurrency=concurrency or default_concurrency(cfg),
+        concurrency=in_flight.n,
+        lanes=in_flight.lanes,
         max_queue=max_queue,
         timeout_s=timeout_s,
         images=ImagePolicy(
@@ -197,7 +200,8 @@ def serve_cmd(
         fail(f"cannot listen on {host}:{port}: {e.strerror or e}")
     base = f"{server.url}v1"
     echo(
-        f"hammr serve: {base} (models: {', '.join(models)}; {service.concurrency} at a time, "
+        f"hammr serve: {base} (models: {', '.join(models)}; {service.concurrency} at a time "
+        f"({in_flight.why}), "
         f"{max_queue} may wait); questions go to {store.path} as runs "
         f"{service.run_name('MODEL')}  (Ctrl-C to stop)",
         err=True,

@@ -19,11 +19,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hammr.agents.system import System
+from hammr.backends.llm.slots import Lane, conversation_lane
 from hammr.config import Config
 from hammr.eval.metrics.choice import extract_choice, lettered_options
 from hammr.eval.runner import keep_partial, take_trace
@@ -118,6 +119,7 @@ class ChatService:
         session: str,
         llm: Any,
         concurrency: int,
+        lanes: Sequence[Lane] = (),
         max_queue: int = DEFAULT_MAX_QUEUE,
         timeout_s: float | None = None,
         images: ImagePolicy | None = None,
@@ -140,6 +142,11 @@ class ChatService:
         self._runs_open: set[str] = set()
         self._runs_lock = threading.Lock()
         self._slots = asyncio.Semaphore(concurrency)
+        self._free_lanes: list[Lane | None] = [
+            lanes[i % len(lanes)] if lanes else None for i in range(concurrency)
+        ]
+        """Where the questions running now send their model calls: a served model's slots,
+        one per question (:mod:`hammr.backends.llm.slots`)."""
         self.waiting = 0
         self.running = 0
         self.jobs: set[Job] = set()
@@ -255,8 +262,10 @@ class ChatService:
             self._commit(record)
             raise
         self.running += 1
+        lane = self._free_lanes.pop()
         try:
-            return await self._run(job, record, partial)
+            with conversation_lane(lane):
+                return await self._run(job, record, partial)
         except asyncio.CancelledError:
             where = partial[-1].error if partial and partial[-1].error else "cancelled"
             self._cut_short(record, partial, "cancelled", f"{where}: {job.cancel_reason}")
@@ -265,6 +274,7 @@ class ChatService:
             raise
         finally:
             self.running -= 1
+            self._free_lanes.append(lane)
             self._slots.release()
 
     async def _run(self, job: Job, record: RunRecord, partial: list[Trace]) -> Outcome:

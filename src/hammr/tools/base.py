@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from hammr.backends.llm.meter import metered
 from hammr.values import Box, Entity, Image, Page, Value, ValueError_
 
 if TYPE_CHECKING:
@@ -226,12 +227,18 @@ class ToolContext:
     def for_step(self, step: Any, caller: Trace | None = None) -> ToolContext:
         """The context for a tool called by ``step`` (of the trace ``caller``): an agent it
         runs links its trace to the step as soon as it starts (``step.child``), so a run cut
-        short keeps the child's partial trace too."""
+        short keeps the child's partial trace too. Its model is metered
+        (:meth:`with_metered_llm`)."""
 
         def link(trace: Trace) -> None:
             step.child = trace
 
-        return replace(self, on_trace=link, caller=caller)
+        return replace(self, llm=metered(self.llm), on_trace=link, caller=caller)
+
+    def with_metered_llm(self) -> ToolContext:
+        """This context with its model's replies added to the current meter (the step's
+        whose tool is running: see :mod:`hammr.backends.llm.meter`)."""
+        return self if self.llm is metered(self.llm) else replace(self, llm=metered(self.llm))
 
     def backend(self, capability: str) -> Any:
         b = self.backends.get(capability)

@@ -20,13 +20,14 @@ import re
 import weakref
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, fields
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from hammr.backends.llm.base import LLMRequest, Message
 from hammr.tools.base import BadArguments, ToolContext, ToolError, tool
 from hammr.values import Entity, Page
+
+if TYPE_CHECKING:  # numpy is imported to rank passages by embedding, not to list the tools
+    import numpy as np
 
 TOKENS_PER_WORD = 1.3
 
@@ -201,6 +202,8 @@ about a second per passage, and an agent often asks several questions about one 
 
 
 async def _embed_passages_cached(embedder: Any, texts: list[str]) -> np.ndarray:
+    import numpy as np
+
     try:
         cache = _PASSAGE_CACHE.setdefault(embedder, OrderedDict())
     except TypeError:  # not weak-referenceable: no cache
@@ -248,6 +251,8 @@ RERANK_POOL = 12
 async def _dense_scores(
     question: str, passages: list[str], embedder: Any, title: str
 ) -> list[float]:
+    import numpy as np
+
     prefix = f"{title}: " if title else ""
     try:
         q = np.asarray(await embedder.embed_queries([question]), dtype=np.float32)

@@ -38,15 +38,14 @@ import threading
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-from PIL import Image as PILImage
+from typing import TYPE_CHECKING, Any
 
 from hammr.backends.local._common import pairs
-from hammr.backends.local.owlv2 import nms
 from hammr.tools.base import ToolError
 from hammr.values import Box, Image
+
+if TYPE_CHECKING:  # numpy, Pillow and OpenCV are imported to detect, not to be configured
+    import numpy as np
 
 INSTALL_HINT = "pip install 'opencv-python-headless>=4.8,<5'"
 
@@ -193,6 +192,8 @@ class Cascade:
         self, gray: np.ndarray, scale_factor: float, min_size: tuple[int, int]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every window that passed all stages: (N, 4) x, y, w, h and its margin in [0, 1]."""
+        import numpy as np
+
         with self.lock:
             rects, _levels, weights = self.classifier.detectMultiScale3(
                 gray,
@@ -211,6 +212,8 @@ def group_windows(boxes: np.ndarray, eps: float = _GROUP_EPS) -> list[np.ndarray
     """Indices of each group of similar windows (OpenCV's ``SimilarRects`` rule: all four
     sides closer than ``eps`` times the mean of the smaller width and height), joined
     transitively. One row of comparisons at a time, so memory stays linear."""
+    import numpy as np
+
     x, y, w, h = (boxes[:, i] for i in range(4))
     x2, y2 = x + w, y + h
     label = np.full(len(boxes), -1)
@@ -255,6 +258,10 @@ def select(
     max_boxes: int,
 ) -> list[Found]:
     """Group raw windows, score the groups with enough votes, suppress overlaps, best first."""
+    import numpy as np
+
+    from hammr.backends.local.owlv2 import nms
+
     if len(boxes) > MAX_RAW_WINDOWS:
         keep = np.argsort(-margins, kind="stable")[:MAX_RAW_WINDOWS]
         boxes, margins = boxes[keep], margins[keep]
@@ -319,7 +326,7 @@ class HaarDetector:
         self.equalize = equalize
         self.upscale_below = upscale_below
         self.max_side = max_side
-        self.cascade_dir = Path(cascade_dir) if cascade_dir else Path(_cv2().data.haarcascades)
+        self._cascade_dir = Path(cascade_dir) if cascade_dir else None
         self._cascades: dict[str, Cascade] = {}
         self._lock = threading.Lock()
 
@@ -328,6 +335,14 @@ class HaarDetector:
             f"HaarDetector(classes={list(CASCADES)}, scale_factor={self.scale_factor}, "
             f"min_neighbors={self.min_neighbors})"
         )
+
+    @property
+    def cascade_dir(self) -> Path:
+        """The folder of the cascade files: ``cascade_dir``, else OpenCV's own (found when
+        first needed: importing OpenCV takes a while, and building the detector must not)."""
+        if self._cascade_dir is None:
+            self._cascade_dir = Path(_cv2().data.haarcascades)
+        return self._cascade_dir
 
     @property
     def classes(self) -> list[str]:
@@ -388,6 +403,9 @@ class HaarDetector:
 
     def find(self, image: Image, name: str) -> list[Found]:
         """Detections of one name in one image, in its pixels, best first (blocking)."""
+        import numpy as np
+        from PIL import Image as PILImage
+
         cv2 = _cv2()
         cascade = self.cascade(name)
         pixels = image.pixels.convert("L")

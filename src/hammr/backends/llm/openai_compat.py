@@ -26,6 +26,7 @@ from hammr.backends.llm.base import (
     apply_stop,
     flatten_messages,
 )
+from hammr.backends.llm.slots import current_lane
 from hammr.backends.pool import ReplicaPool
 
 ServerKind = Literal["auto", "vllm", "sglang", "llamacpp", "ollama", "openai", "gemini"]
@@ -245,9 +246,15 @@ class OpenAICompatLLM(OpenAIStyleClient):
         client = self._client_for_loop()
         attempt = 0
         tried: set[str] = set()  # replicas unreachable in this try
+        lane = current_lane()
+        prefer = lane.url.rstrip("/") if lane is not None else None
         while True:
-            async with self.pool.acquire(avoid=tried) as url:
-                outcome = await self._attempt(client, self.endpoint_at(url), body, url)
+            async with self.pool.acquire(avoid=tried, prefer=prefer) as url:
+                sent = body
+                if lane is not None and lane.slot is not None and url == prefer:
+                    # the question's own slot, whose prefix cache holds its conversation
+                    sent = {**body, "id_slot": lane.slot}
+                outcome = await self._attempt(client, self.endpoint_at(url), sent, url)
                 if isinstance(outcome, httpx.Response):
                     return self._parse(outcome, request, url)
             if outcome.unreachable is not None:

@@ -12,12 +12,13 @@ import importlib.util
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Self, TypeVar
-
-from PIL import Image as PILImage
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from hammr.tools.base import ToolError
 from hammr.values import Image
+
+if TYPE_CHECKING:
+    from PIL import Image as PILImage
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import subprocess
 import threading
 from collections.abc import Sequence
-from typing import Any
-
-import pytesseract
-from PIL import Image as PILImage
+from typing import TYPE_CHECKING, Any
 
 from hammr.tools.base import ToolError
 from hammr.values import Image
+
+if TYPE_CHECKING:  # pytesseract (which imports Pillow and numpy) is imported to read text
+    from PIL import Image as PILImage
 
 DEBIAN_PACKAGES = "tesseract-ocr tesseract-ocr-eng"
 
@@ -117,6 +118,8 @@ class TesseractOCR:
         return ""
 
     def prepare(self, pixels: PILImage.Image) -> PILImage.Image:
+        from PIL import Image as PILImage
+
         if pixels.height >= self.min_height:
             return pixels
         scale = min(self.target_height / pixels.height, 8.0)
@@ -124,6 +127,8 @@ class TesseractOCR:
         return pixels.resize(size, PILImage.Resampling.LANCZOS)
 
     def _run(self, pixels: PILImage.Image, psm: int) -> str:
+        import pytesseract
+
         pytesseract.pytesseract.tesseract_cmd = self.cmd
         try:
             text = pytesseract.image_to_string(
@@ -143,12 +148,24 @@ class TesseractOCR:
         return str(text)
 
     def installed_languages(self) -> list[str]:
-        """The language codes tesseract has data for; [] when it cannot tell."""
-        pytesseract.pytesseract.tesseract_cmd = self.cmd
+        """The language codes tesseract has data for; [] when it cannot tell. Asked of the
+        program (``tesseract --list-langs``, read as ``pytesseract.get_languages`` reads it)
+        without pytesseract, which imports Pillow and numpy: building the backend, as
+        `hammr systems` does, checks the languages and must stay quick."""
         try:
-            return sorted(str(code) for code in pytesseract.get_languages(config=""))
-        except Exception:
+            done = subprocess.run(
+                [self.cmd, "--list-langs"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
             return []
+        if done.returncode not in (0, 1):  # tesseract 3.x exits 1
+            return []
+        lines = (line.strip() for line in done.stdout.decode("utf-8", "replace").splitlines())
+        return sorted(line for line in lines if _LISTED_LANG.fullmatch(line))
 
     def missing_languages(self) -> list[str]:
         """The codes in ``lang`` (``eng+deu``) whose language data tesseract does not have;
@@ -167,6 +184,9 @@ class TesseractOCR:
                 )
             self._langs_checked = True
 
+
+_LISTED_LANG = re.compile(r"[a-z_]+")
+"""A line of ``tesseract --list-langs`` that names a language (the first line is a heading)."""
 
 _LANG_CODE = re.compile(r"[a-z]{3}(_[a-z]+)?")
 """The shape of tesseract's language codes (eng, deu, chi_sim): ISO 639-2, maybe a variant."""

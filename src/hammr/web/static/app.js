@@ -723,6 +723,16 @@
 
   // -- view 3: one sample ------------------------------------------------------------------
 
+  /** The model calls a step's tool (or advisors) made, beside the step's own: "tool: 2 calls ·
+   * 310→25 tok"; null for a step whose tool asked no model (most). */
+  function toolCallsMetric(st) {
+    if (!st.tool_calls) return null;
+    var u = st.tool_usage || {};
+    var cached = st.tool_cached_calls ? ", " + st.tool_cached_calls + " from hammr's cache" : "";
+    return h("span", { class: "metric", title: "model calls made by the step's tool (and advisors), prompt → completion tokens" + cached },
+      "tool: " + plural(st.tool_calls, "call") + " · " + (u.prompt_tokens || 0) + "→" + (u.completion_tokens || 0) + " tok");
+  }
+
   function renderStep(st, geo, agent) {
     var tokens = st.usage ? (st.usage.prompt_tokens || 0) + "→" + (st.usage.completion_tokens || 0) : "";
     var head = h("div", { class: "step-head" },
@@ -735,6 +745,7 @@
       retrievedChip(st),
       h("span", { class: "grow" }),
       h("span", { class: "metric", title: "prompt → completion tokens" }, tokens ? tokens + " tok" : ""),
+      toolCallsMetric(st),
       h("span", { class: "metric", title: "LLM latency" }, "llm " + secs(st.llm_latency_s)),
       st.tool ? h("span", { class: "metric", title: "tool latency" }, "tool " + secs(st.tool_latency_s)) : null);
     var body = h("div", { class: "step-body" });
@@ -1470,6 +1481,7 @@
       h("span", { class: "phase muted small" }, phase + " phase"),
       h("span", { class: "grow" }),
       h("span", { class: "metric", title: "model calls in this step" }, plural(typeof st.calls === "number" ? st.calls : 1, "call")),
+      toolCallsMetric(st),
       h("span", { class: "metric", title: "LLM latency" }, "llm " + secs(st.llm_latency_s)),
       h("span", { class: "metric", title: "tool latency" }, "tool " + secs(st.tool_latency_s)));
     var plan = h("div", { class: "avis-col avis-plan" },
@@ -1545,7 +1557,7 @@
     actions.forEach(function (st) {
       if (counts[st.verdict] !== undefined) counts[st.verdict] += 1;
       if (st.backtrack) backs += 1;
-      calls += typeof st.calls === "number" ? st.calls : 1;
+      calls += (typeof st.calls === "number" ? st.calls : 1) + (st.tool_calls || 0);
     });
     var rows = flow.map(function (r, i) { return renderAvisStep(r, geo, t.agent, visual === null || i <= vi ? "visual" : "knowledge"); });
     if (answer) rows.push(renderAvisAnswer(answer, geo, t.agent));
