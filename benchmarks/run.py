@@ -2,6 +2,7 @@
 
 .venv/bin/python benchmarks/run.py            # all of them
 .venv/bin/python benchmarks/run.py overhead   # (a) only, a few seconds
+.venv/bin/python benchmarks/run.py eval cli slots --before /tmp/before  # beside another checkout
 .venv/bin/python benchmarks/run.py grammar    # (b) only, minutes on 2 CPU cores
 .venv/bin/python benchmarks/run.py ocr        # (c) OCR batching, about a minute
 .venv/bin/python benchmarks/run.py routing    # (d) routing accuracy, ~15 min (LLM router)
@@ -24,6 +25,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -58,6 +60,11 @@ def table(title: str, columns: list[str], rows: list[tuple[str, ...]]) -> Table:
 
 
 def main(argv: list[str]) -> None:
+    before: Path | None = None
+    if "--before" in argv:  # another checkout, measured beside this one by (f), (q) and (r)
+        at = argv.index("--before")
+        before = Path(argv[at + 1])
+        argv = argv[:at] + argv[at + 2 :]
     which = set(argv) or {
         "overhead",
         "grammar",
@@ -143,13 +150,13 @@ def main(argv: list[str]) -> None:
         )
 
     if "eval" in which:
-        rows = eval_throughput.run()
+        rows = eval_throughput.run(before)
         console.print(
             table(
                 f"(f) evaluation throughput: {eval_throughput.QUESTIONS} JSONL questions, naive "
                 f"agent, a 127.0.0.1 server answering each request in "
                 f"{1000 * eval_throughput.DELAY_S:.0f} ms",
-                eval_throughput.COLUMNS,
+                eval_throughput.columns(before is not None),
                 rows,
             )
         )
@@ -297,18 +304,18 @@ def main(argv: list[str]) -> None:
         )
 
     if "cli" in which:
-        rows = cli_start.run()
+        rows = cli_start.run(before=before)
         console.print(
             table(
                 f"(q) the command line's start: a new process each run, {cli_start.RUNS} runs "
                 "of each command (target: median < 0.3 s)",
-                cli_start.COLUMNS,
+                cli_start.columns(before is not None),
                 rows,
             )
         )
 
     if "slots" in which:
-        rows = served_slots.run()
+        rows = served_slots.run(before)
         console.print(
             table(
                 f"(r) hammr-table3 --demo --limit 2 on a {served_slots.SLOTS}-slot llama.cpp "
