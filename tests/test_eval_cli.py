@@ -229,20 +229,9 @@ def test_a_server_that_cannot_say_its_slots_gets_the_stated_default(
     """/props lies (0 slots): 8 at a time, said with the reason; no slot is named."""
     server.get_replies["/props"] = Reply(body={"total_slots": 0})
     suite, data = make_data(tmp_path, n=2)
+    args = ["eval", "--suite", str(suite), "--data-dir", str(data), "--system", "naive"]
     code, _, err = run(
-        [
-            "eval",
-            "--suite",
-            str(suite),
-            "--data-dir",
-            str(data),
-            "--system",
-            "naive",
-            "--store",
-            str(tmp_path / "runs.sqlite"),
-            "--name",
-            "lies",
-        ],
+        [*args, "--store", str(tmp_path / "runs.sqlite"), "--name", "lies"],
         env_for(server, tmp_path),
     )
     assert code == 0, err
