@@ -102,17 +102,19 @@ def vision_setting(cfg: Config) -> bool:
 
 def default_concurrency(cfg: Config) -> int:
     """Questions an evaluation keeps in flight when not told: one for the embedded model
-    (one llama.cpp slot: more would only queue, and load the CPU the tools need), eight per
-    replica of a served model (servers batch concurrent requests)."""
+    (one llama.cpp slot: more would only queue, and load the CPU the tools need), the
+    default per replica of a served model that does not say (:func:`resolve_concurrency`
+    asks it first)."""
     if cfg.get("llm.backend") == "embedded":
         return 1
+    from hammr.backends.llm.slots import DEFAULT_PER_REPLICA
     from hammr.backends.pool import parse_base_urls
 
     try:
         replicas = len(parse_base_urls(cfg.get("llm.base_url"))) or 1
     except ValueError:
         replicas = 1
-    return 8 * replicas
+    return DEFAULT_PER_REPLICA * replicas
 
 
 @dataclass(frozen=True)
