@@ -20,6 +20,7 @@
 .venv/bin/python benchmarks/run.py serve      # (p) `hammr serve` vs in process, ~30 s
 .venv/bin/python benchmarks/run.py cli        # (q) the command line's start, ~20 s
 .venv/bin/python benchmarks/run.py slots      # (r) a 2-slot llama.cpp server, 10 min
+.venv/bin/python benchmarks/run.py demos      # (s) every bundled experiment's --demo, ~45 min
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from rich.table import Table
 import agent_prompts
 import avis_planner
 import cli_start
+import demo_durations
 import embedded_threads
 import eval_throughput
 import explanation_shuffle
@@ -84,6 +86,7 @@ def main(argv: list[str]) -> None:
         "serve",
         "cli",
         "slots",
+        "demos",
     }
     console = Console(width=120)
     if "overhead" in which:
@@ -323,6 +326,17 @@ def main(argv: list[str]) -> None:
                 f"{served_slots.LIMIT_S:.0f} s",
                 served_slots.COLUMNS,
                 rows,
+            )
+        )
+
+    if "demos" in which:
+        outcomes = demo_durations.run()
+        console.print(
+            table(
+                "(s) every bundled experiment's --demo (no --limit), a first run on the embedded "
+                "model, nothing stored, no cached reply (target: each under 5 minutes)",
+                demo_durations.COLUMNS,
+                [o.row() for o in outcomes],
             )
         )
 

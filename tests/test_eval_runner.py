@@ -278,3 +278,13 @@ def test_progress_counts_and_stays_quiet_off_a_terminal() -> None:
     with EvalProgress(2, enabled=True) as shown:  # rich to stderr; must not raise
         shown.on_result(RunRecord("r", "a", "d", "", "q", ("x",), "x", 1.0))
     assert shown.mean == 1.0
+
+
+def test_a_plain_progress_line_says_how_long_is_left_at_this_runs_pace() -> None:
+    bar = EvalProgress(5, done=2)  # two answered before this invocation: not its pace
+    bar._started -= 300  # this invocation has run 5 min
+    bar.done = 3
+    line = bar.line(RunRecord("r", "a", "d", "", "q", ("x",), "x", 1.0))
+    assert line.endswith("about 10 min left")  # 1 answered in 5 min, 2 to go
+    bar.done = 5
+    assert "left" not in bar.line(RunRecord("r", "b", "d", "", "q", ("x",), "x", 1.0))

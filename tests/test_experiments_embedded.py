@@ -1,13 +1,14 @@
 """Four bundled experiments end to end on the embedded model and the bundled demo data, as a
-user runs them (`hammr experiment run NAME --demo --limit 1`, then `report`): HAMMR's
-Table 3, AVIS's Table 3, MuSEAgent's Table 2 (exploration, the three memory steps, the
-evaluations) and MulProg's explanation table. Each report prints the paper's numbers beside
-ours and the deviations under the table; a second `run` of a finished experiment works on
-nothing.
+user runs them (`hammr experiment run NAME --demo`, then `report`, with no hammr.toml and no
+--limit): HAMMR's Table 3, AVIS's Table 3, MuSEAgent's Table 2 (exploration, the three
+memory steps, the evaluations) and MulProg's explanation table. Each report prints the
+paper's numbers beside ours, the deviations and the demo budget under the table; a second
+`run` of a finished experiment works on nothing.
 
-These run the real SmolLM2 model and the real tools (minutes, not seconds); the config keeps
-each question short (few steps, short replies), which is a smoke scale, not the papers'.
-Nothing here is about speed: subprocess timeouts are only safety nets against a hang.
+These run the real SmolLM2 model and the real tools (minutes, not seconds) under the demo
+budget (hammr.experiments.spec.DEMO_BUDGET: few steps, short replies), a smoke scale, not
+the papers'. Nothing here is about speed: subprocess timeouts are only safety nets against a
+hang; how long each takes is benchmark (s)'s business (benchmarks/demo_durations.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 from conftest import needs_embedded_model
 from hammr.eval.store import RunStore
 from hammr.experiments import load_experiment
-from hammr.experiments.spec import stored_run_name
+from hammr.experiments.spec import DEMO_BUDGET, stored_run_name
 from hammr.experiments.state import step_states
 from patience import HANG_S
 
@@ -35,31 +36,15 @@ pytestmark = [
     pytest.mark.skipif(not HAMMR.exists(), reason="needs the hammr command (pip install -e .)"),
 ]
 
-SMOKE_CONFIG = """\
-[llm]
-max_tokens = 96
-
-[agent]
-max_steps = 3
-
-[avis]
-max_steps = 3
-max_tries_per_state = 1
-max_objects = 1
-"""
-
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One store and config for the module, so the four experiments share a model cache."""
-    where = tmp_path_factory.mktemp("experiments")
-    (where / "hammr.toml").write_text(SMOKE_CONFIG)
-    return where
+    """One store and cache folder for the module; no configuration file (the defaults)."""
+    return tmp_path_factory.mktemp("experiments")
 
 
 def hammr(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HAMMR_")}
-    env["HAMMR_CONFIG"] = str(where / "hammr.toml")
     env["XDG_CACHE_HOME"] = str(where / "cache")
     env["COLUMNS"] = "200"
     return subprocess.run(
@@ -70,13 +55,17 @@ def hammr(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def run_and_report(where: Path, name: str) -> str:
     store = str(where / "runs.sqlite")
-    ran = hammr(where, "experiment", "run", name, "--demo", "--limit", "1", "--store", store,
-                "--no-progress")  # fmt: skip
-    assert ran.returncode in (0, 1), ran.stderr  # 1: a step failed, and says why below
+    ran = hammr(where, "experiment", "run", name, "--demo", "--store", store, "--no-progress")
+    assert ran.returncode == 0, ran.stderr  # every step of a demo runs to its end
     assert "Traceback" not in ran.stderr, ran.stderr
+    # a first run (nothing of it stored) on the embedded model says how long it took measured
+    assert "expected: about" in ran.stderr and "on the embedded model" in ran.stderr, ran.stderr
     report = hammr(where, "experiment", "report", name, "--demo", "--store", store)
     assert report.returncode == 0, report.stderr
     assert "Traceback" not in report.stderr
+    said = " ".join(report.stdout.split())
+    for key, value in DEMO_BUDGET.items():  # the budget its runs were made under is said
+        assert f"{key} = {value!r}" in said, said
     return report.stdout
 
 
@@ -103,9 +92,9 @@ def stored_counts(where: Path, name: str) -> dict[str, int]:
 
 def assert_finished_runs_ask_nothing_again(where: Path, name: str) -> None:
     before = stored_counts(where, name)
-    again = hammr(where, "experiment", "run", name, "--demo", "--limit", "1", "--store",
+    again = hammr(where, "experiment", "run", name, "--demo", "--store",
                   str(where / "runs.sqlite"), "--no-progress")  # fmt: skip
-    assert again.returncode in (0, 1), again.stderr
+    assert again.returncode == 0, again.stderr
     assert "0 worked on now" in again.stdout + again.stderr
     assert stored_counts(where, name) == before
 
@@ -156,12 +145,8 @@ def test_mulprog_explanation_table_on_generated_explanations(workspace: Path) ->
         store.close()
     assert got["run:mulprog-direct"].status == "done", got
     mulprog = got["run:mulprog"]
-    # The 135M model's programs often cannot run (the README's table says why); a run whose
-    # every sample ended so is reported failed with that cause, never as a score of zeros.
-    if mulprog.status != "done":
-        assert mulprog.status == "failed", mulprog
-        cause = mulprog.reason.split(" (")[0]
-        assert "samples ended in error" in cause, mulprog
-        assert cause in " ".join(report.split()), report
+    # The 135M model's programs often cannot run: such a sample has no answer (the model's
+    # mistake, a result), so the run is done, never failed for it
+    assert mulprog.status == "done", mulprog
     for metric in ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "Detection"):
         assert metric.lower() in report.lower(), report

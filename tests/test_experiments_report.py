@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tests.test_experiments_runner as runner_tests
@@ -150,7 +151,9 @@ def record(run: str, i: int, dataset: str, qtype: str, score: float, trace: Trac
     )
 
 
-def store_toy(path: Path, run: str, *, planned: int) -> list[RunRecord]:
+def store_toy(
+    path: Path, run: str, *, planned: int, identity: dict[str, Any] | None = None
+) -> list[RunRecord]:
     recs = [
         record(run, i, "gqa", "spatial_reasoning", s, steps_trace(2 + i % 3))
         for i, s in enumerate(GQA)
@@ -164,7 +167,8 @@ def store_toy(path: Path, run: str, *, planned: int) -> list[RunRecord]:
             "generic-vqa",
             "hammr",
             config=CONFIG,
-            settings={"suite": "generic-vqa", "planned": planned},
+            settings={"suite": "generic-vqa", "planned": planned}
+            | ({"identity": identity} if identity is not None else {}),
         )
         for r in recs:
             assert store.add(r)
@@ -246,6 +250,22 @@ def test_a_partial_run_is_shown_and_marked_and_demo_cells_substitute(tmp_path: P
     deviations = report.tables[0].deviations
     assert any(d.startswith("demo data: every run is on demo") for d in deviations)
     assert any("type:ocr_reasoning -> entry:textvqa" in d for d in deviations)
+    assert not any("demo budget" in d for d in deviations)  # made before the budget
+
+
+def test_the_demo_line_says_the_budget_the_runs_were_made_under(tmp_path: Path) -> None:
+    exp = tmp_path / "toy.toml"
+    exp.write_text(TOY)
+    store = tmp_path / "runs.sqlite"
+    budget = {"agent.max_steps": 4, "llm.max_tokens": 96, "llm.n_ctx": 4096}
+    settings = {"agent.router": "llm", **budget}
+    store_toy(store, "demo.toy.hammr", planned=14, identity={"settings": settings})
+    (line,) = [d for d in report_of(store, exp, demo=True).tables[0].deviations if "demo d" in d]
+    assert line.endswith(
+        "; a smoke run under the demo budget "
+        "(agent.max_steps = 4, llm.max_tokens = 96, llm.n_ctx = 4096)"
+    )
+    assert "agent.router" not in line  # a setting of the file's, not the budget's
 
 
 def test_deviations_hold_the_file_s_and_the_runs_settings_llm_and_sample_counts(

@@ -397,6 +397,12 @@ def doc(**changes: Any) -> dict[str, Any]:
             "with --demo, cell 'entry:demo_ocr_reasoning' does not resolve against the demo",
         ),
         ({"data": {"demo_suite": "nope"}}, "[data] demo_suite"),
+        ({"data": {"demo_limit": 2}}, "[data]: demo_limit without a demo_suite"),
+        ({"data": {"demo_settings": {"llm.max_tokens": 9}}}, "demo_settings without a demo_suite"),
+        (
+            {"data": {"demo_suite": "demo", "demo_settings": {"agent.max_stepz": 2}}},
+            "unknown setting agent.max_stepz",
+        ),
     ],
 )
 def test_validate_refuses_in_one_line(changes: dict[str, Any], message: str) -> None:
@@ -458,3 +464,29 @@ def test_a_judge_that_cannot_judge_is_refused_before_any_step(
         tmp=tmp_path
     )
     assert not store.exists()
+
+
+def test_the_demo_budget_goes_over_every_runs_and_memory_steps_settings() -> None:
+    from hammr.experiments.runner import PlannedRun, RunOptions, plan
+    from hammr.experiments.spec import DEMO_BUDGET, DEMO_LIMIT
+
+    experiment = load_experiment("muse-table2")
+    assert experiment.data.demo_questions == 2 != DEMO_LIMIT  # its file's demo_limit
+    demo = plan(experiment, RunOptions(data_dir=DEMO, demo=True))
+    paper = plan(experiment, RunOptions(data_dir=DEMO))
+    for made, real in zip(demo, paper, strict=True):
+        assert made.settings == {**real.settings, **DEMO_BUDGET}
+        assert made.identity != real.identity  # a demo run is never taken for another
+    runs = [s for s in demo if isinstance(s, PlannedRun)]
+    assert {r.limit for r in runs} == {2}
+    muse = next(r for r in runs if r.run.name == "muse")
+    assert muse.settings["memory.depth"] == 3 and muse.settings["agent.max_steps"] == 4
+    assert muse.identity["settings"]["llm.n_ctx"] == 4096
+    # --limit overrides the questions, a file's demo_settings the budget
+    assert {s.limit for s in plan(experiment, RunOptions(data_dir=DEMO, demo=True, limit=5))
+            if isinstance(s, PlannedRun)} == {5}  # fmt: skip
+    raw = doc(data={"demo_suite": "demo", "demo_settings": {"agent.max_steps": 6}})
+    own = parse_experiment(raw, "x.toml", Path("x.toml"))
+    (step,) = plan(own, RunOptions(data_dir=DEMO, demo=True))
+    assert step.settings["agent.max_steps"] == 6 and step.limit == DEMO_LIMIT == 1
+    assert step.settings["llm.max_tokens"] == DEMO_BUDGET["llm.max_tokens"]

@@ -260,6 +260,20 @@ def test_max_steps_set_in_the_config_binds_the_dispatcher_too() -> None:
     assert unset.agents["OCRReasoningAgent"].max_steps == 8
 
 
+async def test_scripted_llm_max_tokens_bounds_every_agents_reply() -> None:
+    cfg = config(**{"agent.router": "llm", "llm.max_tokens": "77"})
+    agents = AgentSystems.from_config(cfg, builtin_tools(), {})
+    assert {a.max_tokens for a in agents.agents.values()} == {77}
+    assert agents.naive().max_tokens == 77
+    system, backends = build_system(cfg, "hammr")
+    llm = looping()
+    ctx = ToolContext(backends=backends, llm=llm)
+    await system.run("what is it?", {"image": picture()}, ctx=ctx)
+    assert llm.requests and {r.max_tokens for r in llm.requests} == {77}
+    default = AgentSystems.from_config(config(), builtin_tools(), {})
+    assert {a.max_tokens for a in default.agents.values()} == {256}
+
+
 # -- the paper's settings ----------------------------------------------------------------------
 
 

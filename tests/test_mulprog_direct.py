@@ -73,7 +73,7 @@ async def test_one_call_sees_the_image_and_explains_scripted_llm() -> None:
 async def test_a_reply_without_an_answer_ends_the_run_scripted_llm() -> None:
     llm = ScriptedLLM(["Sorry, I cannot see that."])
     result = await DirectSystem(llm=llm).run("q?", {"image": IMAGE})
-    assert result.answer is None and result.trace.status == "error"
+    assert result.answer is None and result.trace.status == "no_answer"
     assert result.trace.steps[0].error_kind == "syntax"
 
 

@@ -79,7 +79,7 @@ async def test_a_bad_program_gets_one_repair_round_scripted_llm() -> None:
 
 async def test_two_bad_programs_end_the_run_with_the_errors_scripted_llm() -> None:
     result = await system(script(BAD, BAD)).run("q?", {"image": scene_image()}, ctx=context())
-    assert result.answer is None and result.trace.status == "error"
+    assert result.answer is None and result.trace.status == "no_answer"
     assert "no runnable program after 2 attempts" in str(result.trace.error)
 
 

@@ -43,7 +43,7 @@ from hammr.muse.expel import (
     extract_insights,
     parse_operations,
 )
-from hammr.muse.trajectories import BaselineError, MemoryFile, QuestionEmbedder, Rule
+from hammr.muse.trajectories import MemoryFile, QuestionEmbedder, Rule
 from hammr.tools.base import ToolContext
 
 ZOOM = "Detect the object and zoom in on it before naming its colour."
@@ -190,14 +190,28 @@ def test_operations_parse_strictly_and_apply_by_the_list_shown() -> None:
     assert len(refused) == 2 and "already dropped" in refused[0] and "full" in refused[1]
 
 
-def test_a_run_without_successes_is_refused(store: RunStore, tmp_path: Path) -> None:
+def test_a_run_without_successes_makes_an_empty_memory_that_says_why(
+    store: RunStore, tmp_path: Path
+) -> None:
     store.open_run("allbad", "vstar", "react")
     from tests.test_memory_bank import record
     from tests.test_muse_reflexion import trace
 
     store.add(record("allbad", "b1", trace(CUP, [], "yes"), 0.0))
-    with pytest.raises(BaselineError, match="ExpeL learns from successes"):
-        extract(store, tmp_path / "x.db", ScriptedLLM([]), ("allbad",))
+    llm = ScriptedLLM([])  # no call is made: nothing to compare or to learn from
+    report = extract(store, tmp_path / "x.db", llm, ("allbad",))
+    assert "ExpeL learns from successes" in report.no_successes
+    assert (report.successes, report.calls, report.examples_added, report.rules) == (0, 0, 0, [])
+    with MemoryFile(tmp_path / "x.db", "expel") as memory:
+        assert memory.rules() == [] and len(memory.entries()[0]) == 0
+    # the system answers from it as ReAct would: no rules, no worked examples in its prompt
+    agent_llm = ScriptedLLM(["[Thought]: I answer.\n[Finish]: A"])
+    system = expel_system(bench(tmp_path / "x.db", agent_llm))
+    ctx = ToolContext(task=("vstar", "attribute"))
+    result = asyncio.run(system.run(CUP, {"image": solid(RED)}, ctx=ctx))
+    assert result.answer == "A"
+    message = agent_llm.requests[0].messages[-1].text()
+    assert RULES_HEADER not in message and EXAMPLES_HEADER not in message
 
 
 # -- evaluation ---------------------------------------------------------------------------

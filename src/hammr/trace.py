@@ -22,7 +22,9 @@ Status = Literal[
 """'timeout': an evaluation's deadline ended the run (the trace holds what was done);
 'cancelled': a run inside it that was cut short with it; 'no_answer': the model ended the
 run with a reply that is not an answer (empty, the question or hammr's own instruction
-repeated: see :mod:`hammr.non_answers`)."""
+repeated: see :mod:`hammr.non_answers`), or a program system's model wrote a program (or
+reply) that could not run to its answer (:data:`hammr.programs.language.MODEL_MISTAKES`);
+like a wrong answer, a result rather than a failure to ask again."""
 Verdict = Literal["not_informative", "informative", "answerable"]
 """An AVIS reasoner's label of one tool output (its paper's three)."""
 JSON = Any

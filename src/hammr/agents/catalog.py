@@ -139,6 +139,7 @@ class AgentCatalog:
         max_steps: int = 8,
         only: Iterable[str] | None = None,
         override_steps: bool = False,
+        max_tokens: int = 256,
     ) -> dict[str, ReActAgent]:
         """ReActAgents for ``only`` (default: every spec) and the agents they call.
 
@@ -171,6 +172,7 @@ class AgentCatalog:
                 llm=llm,
                 max_steps=steps_of(spec, max_steps, override_steps),
                 inputs=spec.inputs,
+                max_tokens=max_tokens,
                 grammar=grammar,
                 **dispatcher_options(spec, members),
             )
@@ -205,6 +207,7 @@ class AgentCatalog:
         grammar: bool | None = None,
         max_steps: int = 8,
         override_steps: bool = False,
+        max_tokens: int = 256,
     ) -> ReActAgent:
         """The naive generic ReAct agent: every specialist's tools, guidance and examples in
         one flat prompt (the paper's baseline, its section 3.2)."""
@@ -243,6 +246,7 @@ class AgentCatalog:
             llm=llm,
             max_steps=steps,
             inputs={"image": "image"},
+            max_tokens=max_tokens,
             grammar=grammar,
         )
 

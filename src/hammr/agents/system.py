@@ -63,6 +63,8 @@ class AgentSystems:
     override_steps: bool = False
     """``max_steps`` was chosen by the user and binds every agent, the dispatcher included
     (see :meth:`AgentCatalog.build`)."""
+    max_tokens: int = 256
+    """Tokens per reply of every agent's step (``llm.max_tokens``)."""
 
     @classmethod
     def build(
@@ -79,6 +81,7 @@ class AgentSystems:
         grammar: bool | None = None,
         max_steps: int = 8,
         override_steps: bool = False,
+        max_tokens: int = 256,
     ) -> AgentSystems:
         catalog = catalog or AgentCatalog.load()
         chosen = resolve_setting(setting, backends)
@@ -89,6 +92,7 @@ class AgentSystems:
             grammar=grammar,
             max_steps=max_steps,
             override_steps=override_steps,
+            max_tokens=max_tokens,
         )
         return cls(
             catalog,
@@ -103,6 +107,7 @@ class AgentSystems:
             grammar,
             max_steps,
             override_steps,
+            max_tokens,
         )
 
     @classmethod
@@ -133,6 +138,7 @@ class AgentSystems:
             grammar=grammar_setting(cfg),
             max_steps=max_steps or int(cfg.get("agent.max_steps")),
             override_steps=chosen_steps,
+            max_tokens=int(cfg.get("llm.max_tokens")),
         )
 
     def names(self) -> list[str]:
@@ -168,6 +174,7 @@ class AgentSystems:
             grammar=self.grammar,
             max_steps=self.max_steps,
             override_steps=self.override_steps,
+            max_tokens=self.max_tokens,
         )
 
     def system(self, name: str) -> System:

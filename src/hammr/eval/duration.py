@@ -26,6 +26,14 @@ def model_keys(config: Mapping[str, Any]) -> dict[str, Any]:
     return {key: config.get(key) for key in MODEL_KEYS}
 
 
+def spoken(seconds: float) -> str:
+    """A duration as a person says it: '40 s', '9 min', '2.5 h'."""
+    minutes = seconds / 60
+    if minutes >= 90:
+        return f"{minutes / 60:.1f} h"
+    return f"{minutes:.0f} min" if minutes >= 1.5 else f"{seconds:.0f} s"
+
+
 @dataclass(frozen=True)
 class Expected:
     seconds: float
@@ -36,14 +44,10 @@ class Expected:
     answers: int
 
     def line(self) -> str:
-        minutes = self.seconds / 60
-        when = f"{minutes:.0f} min" if minutes >= 1.5 else f"{self.seconds:.0f} s"
-        if minutes >= 90:
-            when = f"{minutes / 60:.1f} h"
         return (
-            f"expected: about {when} ({self.todo} to ask, a median {self.median_s:.1f} s "
-            f"each, {self.in_flight} at a time; {self.system} on this model in "
-            f"{self.answers} stored answers)"
+            f"expected: about {spoken(self.seconds)} ({self.todo} to ask, a median "
+            f"{self.median_s:.1f} s each, {self.in_flight} at a time; {self.system} on this "
+            f"model in {self.answers} stored answers)"
         )
 
 

@@ -555,6 +555,7 @@ class EvalProgress:
         self.lines = enabled is None and not self.enabled
         """One plain line per sample (stderr is no terminal, and no one said otherwise)."""
         self._started = time.perf_counter()
+        self._done_before = done
         self._progress: Any = None
         self._task: Any = None
 
@@ -606,12 +607,17 @@ class EvalProgress:
 
     def line(self, record: RunRecord) -> str:
         """The plain progress line of ``record``, just stored."""
+        from hammr.eval.duration import spoken
+
         elapsed = time.perf_counter() - self._started
+        answered, left = self.done - self._done_before, self.total - self.done
+        # the pace of this invocation so far, at the concurrency it runs with
+        rest = f", about {spoken(elapsed / answered * left)} left" if answered and left else ""
         return (
             f"{self.label}: {self.done}/{self.total} {safe_line(record.dataset)}/"
             f"{safe_line(record.sample_id)} {record.status}, score {record.score:.2f} in "
             f"{record.latency_s:.1f} s; acc {100 * self.mean:.1f}%"
-            f"{f', {self.failed} failed' if self.failed else ''}; {elapsed:.0f} s so far"
+            f"{f', {self.failed} failed' if self.failed else ''}; {elapsed:.0f} s so far{rest}"
         )
 
     def __exit__(self, *exc: object) -> None:

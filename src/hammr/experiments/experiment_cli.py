@@ -26,7 +26,7 @@ Examples:
   hammr experiment list
   hammr experiment show hammr-table3
   hammr experiment run hammr-table3 --data-dir ~/data/vqa --limit 100
-  hammr experiment run muse-table2 --demo --limit 2        # the bundled demo data, offline
+  hammr experiment run muse-table2 --demo                  # the bundled demo data, offline
   hammr experiment run hammr-table3 --data-dir ~/data/vqa --prefix qwen72b.
   hammr experiment report hammr-table3
 
@@ -108,7 +108,17 @@ def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None
     if e.description:
         out.append(f"  {' '.join(e.description.split())}")
     limit = e.data.limit
-    out.append(f"  samples per suite entry: {limit if limit else 'all'} (--limit overrides)")
+    if demo:
+        from hammr.experiments.demo_time import read_durations
+
+        budget = ", ".join(f"{k} = {_value(v)}" for k, v in e.data.demo_budget.items())
+        out.append(f"  questions per suite entry: {e.data.demo_questions} (--limit overrides)")
+        out.append(f"  demo budget (over every run's settings): {budget}")
+        measured = read_durations().get(e.name)
+        if measured is not None:
+            out.append(f"  {measured.line()}")
+    else:
+        out.append(f"  samples per suite entry: {limit if limit else 'all'} (--limit overrides)")
     order = e.order()
     out.append(f"steps ({len(order)}):")
     for i, step in enumerate(order, 1):
@@ -186,7 +196,9 @@ def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> 
     "--demo",
     is_flag=True,
     help="Run every run on the file's [data] demo_suite (the bundled demo data), without "
-    "its entries filters; stored apart, as demo.EXPERIMENT.RUN.",
+    "its entries filters, under the demo budget (a question or two per entry, few short "
+    "steps: `hammr experiment show NAME --demo` prints it); stored apart, as "
+    "demo.EXPERIMENT.RUN. Every bundled experiment's takes minutes on the embedded model.",
 )
 @click.option(
     "--limit",

@@ -519,8 +519,30 @@ def table_deviations(
         ]
         if subs:
             text += f"; cells shown instead: {', '.join(subs)}"
+        rows = dict.fromkeys(row.run for row in table.rows)
+        budget = _demo_budget_used(experiment, [infos[r] for r in rows if r in infos])
+        if budget:
+            text += f"; a smoke run under the demo budget ({budget})"
         out.append(text)
     return out
+
+
+def _demo_budget_used(experiment: Experiment, infos: Sequence[RunInfo]) -> str:
+    """The demo budget's settings as the stored runs ran them (from their identities), as
+    ``key = value`` pairs; '' when none of the runs holds any."""
+    keys = experiment.data.demo_budget
+    used: dict[str, list[str]] = {}
+    for info in infos:
+        identity = info.settings.get("identity")
+        settings = identity.get("settings") if isinstance(identity, dict) else None
+        if not isinstance(settings, dict):
+            continue
+        for key in keys:
+            if key in settings:
+                value = repr(settings[key])
+                if value not in used.setdefault(key, []):
+                    used[key].append(value)
+    return ", ".join(f"{k} = {' / '.join(v)}" for k, v in used.items())
 
 
 # --- the report -----------------------------------------------------------------------------------

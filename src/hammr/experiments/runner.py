@@ -34,7 +34,7 @@ partway, 2 for bad input (refused before anything ran), 130 when interrupted.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,6 +142,8 @@ class PlannedRun:
     limit: int | None
     identity: dict[str, Any]
     memory_file: Path | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The run's config overrides (with --demo, the demo budget over them)."""
 
 
 @dataclass
@@ -150,6 +152,8 @@ class PlannedMemory:
     source: PlannedRun
     path: Path
     identity: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The file's [settings], the step's over them (with --demo, the demo budget over both)."""
 
 
 @dataclass
@@ -226,6 +230,10 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
         )
     store_path = _store_path(options)
     limit = options.limit if options.limit is not None else data.limit
+    budget: dict[str, Any] = {}
+    if options.demo:
+        limit = options.limit if options.limit is not None else data.demo_questions
+        budget = data.demo_budget
     data_dir = str(options.data_dir.expanduser().resolve())
     runs: dict[str, PlannedRun] = {}
     memories: dict[str, PlannedMemory] = {}
@@ -239,6 +247,7 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
             suite = data.demo_suite if options.demo and data.demo_suite else step.suite
             entries = demo_entries(experiment, step.name) if options.demo else step.entries
             memory = memories[step.memory] if step.memory is not None else None
+            settings = {**step.settings, **budget}
             identity = {
                 "system": step.system,
                 "suite": suite,
@@ -248,7 +257,7 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
                 "limit": limit,
                 "seed": options.seed,
                 "max_steps": step.max_steps,
-                "settings": dict(sorted(step.settings.items())),
+                "settings": dict(sorted(settings.items())),
                 "memory": memory.identity if memory is not None else None,
                 "data_dir": data_dir,
                 "demo": options.demo,
@@ -261,6 +270,7 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
                 limit,
                 identity,
                 memory.path if memory is not None else None,
+                settings,
             )
             runs[step.name] = planned_run
             out.append(planned_run)
@@ -269,13 +279,14 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
             path = memory_path(
                 store_path, experiment.name, step.name, prefix=options.prefix, demo=options.demo
             )
+            settings = {**experiment.settings, **step.settings, **budget}
             identity = {
                 "command": step.command,
                 "from": source.stored_as,
                 "source": fingerprint(source.identity),
-                "settings": dict(sorted(step.settings.items())),
+                "settings": dict(sorted({**step.settings, **budget}.items())),
             }
-            planned_memory = PlannedMemory(step, source, path, identity)
+            planned_memory = PlannedMemory(step, source, path, identity, settings)
             memories[step.name] = planned_memory
             out.append(planned_memory)
     return out
@@ -360,7 +371,7 @@ def _missing_data(suite: Suite, data_dir: Path) -> str | None:
 def _run_config(base: Config, experiment: Experiment, step: PlannedRun) -> Config:
     from hammr.config import ConfigError, with_settings
 
-    settings = dict(step.run.settings)
+    settings = dict(step.settings)
     if step.memory_file is not None:
         settings["memory.path"] = str(step.memory_file)
     try:
@@ -372,7 +383,7 @@ def _run_config(base: Config, experiment: Experiment, step: PlannedRun) -> Confi
 def _memory_config(base: Config, experiment: Experiment, step: PlannedMemory) -> Config:
     from hammr.config import ConfigError, with_settings
 
-    settings = {**experiment.settings, **step.step.settings}
+    settings = step.settings
     try:
         return with_settings(
             base, settings, f"experiment {experiment.name} memory {step.step.name}"
@@ -437,6 +448,8 @@ def run_experiment(
             else:
                 configs[key] = _memory_config(base, experiment, step)
         check_identities(experiment, steps, store, record, configs)
+        if options.demo:
+            _forecast_first_demo(experiment, steps, store, base, note)
         blocked: dict[str, str] = {}  # step key -> why it cannot go (a step it needs did not)
         total = len(steps)
         for i, step in enumerate(steps, 1):
@@ -454,6 +467,24 @@ def run_experiment(
     finally:
         store.close()
     return outcome
+
+
+def _forecast_first_demo(
+    experiment: Experiment,
+    steps: Sequence[PlannedRun | PlannedMemory],
+    store: RunStore,
+    base: Config,
+    note: Echo,
+) -> None:
+    """Before a first --demo run (none of its runs stored), how long it took when measured."""
+    from hammr.eval.evaluate import recorded_config
+    from hammr.experiments.demo_time import first_demo_forecast
+
+    if any(store.run_info(s.stored_as) is not None for s in steps if isinstance(s, PlannedRun)):
+        return
+    line = first_demo_forecast(experiment.name, recorded_config(base))
+    if line is not None:
+        note(line)
 
 
 def _do_run(

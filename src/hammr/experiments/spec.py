@@ -20,6 +20,8 @@ An experiment is data, not a script (TOML; the bundled ones are in
     limit = 1000                           # samples per suite entry the paper drew (optional)
     demo_suite = "demo"                    # what --demo runs instead, on examples/demo
     demo_cells = { "type:unseen_question" = "type:single_hop" }   # optional, for --demo
+    demo_limit = 2                         # optional: questions per entry with --demo
+    demo_settings = { "agent.max_steps" = 6 }   # optional: over the demo budget
 
     [[run]]                                # one `hammr eval`
     name = "hammr"                         # unique in the file
@@ -187,6 +189,24 @@ class Figure:
     note: str = ""
 
 
+DEMO_LIMIT = 1
+"""Questions per suite entry a --demo run draws unless the file's [data] demo_limit or
+--limit says otherwise: a smoke run shows every step of the pipeline working on real
+models, tools and stores; it measures nothing."""
+
+DEMO_BUDGET: Mapping[str, Any] = {
+    "agent.max_steps": 4,
+    "avis.max_steps": 5,
+    "llm.max_tokens": 96,
+    "llm.n_ctx": 4096,
+}
+"""Settings every --demo run gets over the file's own, so that each bundled experiment's
+demo finishes in minutes on the embedded model (docs/experiments.md lists the durations):
+fewer steps, shorter replies, and a smaller context, which keeps the prompts that pool
+every worked example (the naive agent's) to the examples that fit. A file's [data]
+demo_settings go over these."""
+
+
 @dataclass(frozen=True)
 class DataSpec:
     suite: str | None = None
@@ -194,6 +214,20 @@ class DataSpec:
     demo_suite: str | None = None
     demo_cells: Mapping[str, Cell] = field(default_factory=dict)
     """Cell (as written) -> the cell shown instead when the experiment ran with --demo."""
+    demo_limit: int | None = None
+    """Questions per entry with --demo (None: :data:`DEMO_LIMIT`)."""
+    demo_settings: Mapping[str, Any] = field(default_factory=dict)
+    """Over :data:`DEMO_BUDGET` with --demo."""
+
+    @property
+    def demo_questions(self) -> int:
+        """Questions per suite entry a --demo run draws when --limit does not say."""
+        return self.demo_limit if self.demo_limit is not None else DEMO_LIMIT
+
+    @property
+    def demo_budget(self) -> dict[str, Any]:
+        """The settings a --demo run gets over every run's and memory step's own."""
+        return {**DEMO_BUDGET, **self.demo_settings}
 
 
 @dataclass(frozen=True)
@@ -378,7 +412,17 @@ def _read_data(r: _Reader) -> DataSpec:
             cells[written] = Cell.parse(str(shown))
         except ValueError as e:
             raise r.fail(f"demo_cells: {e}") from None
-    spec = DataSpec(r.get("suite", str), limit, r.get("demo_suite", str), cells)
+    demo_limit = r.get("demo_limit", int)
+    if demo_limit is not None and demo_limit < 1:
+        raise r.fail(f"demo_limit must be at least 1, got {demo_limit}")
+    spec = DataSpec(
+        r.get("suite", str),
+        limit,
+        r.get("demo_suite", str),
+        cells,
+        demo_limit,
+        r.settings("demo_settings"),
+    )
     r.finish()
     return spec
 

@@ -207,9 +207,15 @@ def validate(experiment: Experiment, *, agent_dir: str = "") -> None:
 def _validate_demo(experiment: Experiment, where: str) -> None:
     data = experiment.data
     if data.demo_suite is None:
-        if data.demo_cells:
-            raise ExperimentError(f"{where} [data]: demo_cells without a demo_suite")
+        for key, given in (
+            ("demo_cells", data.demo_cells),
+            ("demo_limit", data.demo_limit is not None),
+            ("demo_settings", data.demo_settings),
+        ):
+            if given:
+                raise ExperimentError(f"{where} [data]: {key} without a demo_suite")
         return
+    check_settings(data.demo_budget, f"{where} [data]", "its demo_settings")
     try:
         demo = load_run_suite(data.demo_suite)
     except (ValueError, FileNotFoundError) as e:

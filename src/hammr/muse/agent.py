@@ -99,6 +99,7 @@ def react_agent(
         examples=examples,
         llm=bench.agents.llm,
         max_steps=bench.agents.max_steps,
+        max_tokens=bench.agents.max_tokens,
         grammar=bench.agents.grammar,
         advisors=advisors,
     )

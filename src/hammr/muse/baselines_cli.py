@@ -394,6 +394,8 @@ def insights(
                 )
             )  # fmt: skip
         _refuse_if_nothing_made(memory, report.made, report.already, report.unusable)
+    if report.no_successes:
+        _say(say, note, f"warning: {report.no_successes}", err=True)
     _say(
         say,
         note,

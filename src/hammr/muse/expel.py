@@ -319,6 +319,8 @@ class InsightReport:
     unpaired: list[str] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
+    no_successes: str = ""
+    """Why nothing was learned, when no sample was answered correctly ('' otherwise)."""
 
 
 async def extract_insights(
@@ -337,18 +339,24 @@ async def extract_insights(
     on_done: Callable[[Call, bool], None] | None = None,
 ) -> InsightReport:
     """Store the successful trajectories and fold the insight calls into the rule list (see
-    the module docstring). A run with no successful sample is a BaselineError."""
+    the module docstring). A run with no successful sample leaves the memory empty and says
+    so in the report's ``no_successes``."""
     memory.check_embedder(embedder.name)
     loaded = load_trajectories(store, runs, correct_at=correct_at)
     succeeded, failed = loaded.succeeded(), loaded.failed()
     report = InsightReport(
         len(loaded.trajectories), len(succeeded), len(failed), skipped=loaded.skipped
     )
-    if not succeeded:
-        raise BaselineError(
+    if not succeeded:  # nothing to learn from: an empty memory, said (the system answers as
+        # ReAct would with it, which is what ExpeL's method gives such a run)
+        report.no_successes = (
             f"{', '.join(runs)}: no sample was answered correctly (score >= {correct_at:g}) "
-            f"among {len(loaded.trajectories)}; ExpeL learns from successes"
+            f"among {len(loaded.trajectories)}; ExpeL learns from successes, so this memory "
+            "holds no rule and no worked example"
         )
+        if on_start is not None:
+            on_start(0)
+        return report
     everyone = [*succeeded, *failed]
     rows = await embedder.embed([t.question for t in everyone])
     vectors = {t.id: rows[i] for i, t in enumerate(everyone)}

@@ -201,7 +201,7 @@ class DirectSystem:
             parsed = parse_direct(reply.text, image)
         except DirectFormatError as e:
             step.error_kind, step.error = "syntax", str(e)
-            trace.status, trace.error = "error", str(e)
+            trace.status, trace.error = "no_answer", str(e)  # the model's reply: a result
             return AgentResult(None, trace)
         if parsed.problems:
             step.error_kind, step.error = "bad_arguments", "; ".join(parsed.problems)

@@ -26,6 +26,7 @@ from hammr.agent import AgentFailed, mark_cancelled
 from hammr.backends.llm.meter import step_meter
 from hammr.programs.checks import kinds_of, validate
 from hammr.programs.language import (
+    MODEL_MISTAKES,
     RESULT_MODULE,
     Program,
     ProgramLine,
@@ -85,7 +86,7 @@ async def run_program(
         if check:
             errors = validate(program, modules, kinds_of(inputs))
             if errors:
-                trace.status = "error"
+                trace.status = "no_answer"  # the model's program is wrong: a result
                 trace.error = "the program cannot run:\n" + format_errors(errors)
                 return run
         for line in program.lines:
@@ -93,7 +94,7 @@ async def run_program(
                 return run
             if line.module == RESULT_MODULE:
                 return run
-        trace.status = "error"
+        trace.status = "no_answer"
         trace.error = "the program ended without a RESULT line"
         return run
     except asyncio.CancelledError:
@@ -176,7 +177,7 @@ def _fail(run: ProgramRun, step: Step, line: ProgramLine, kind: str, message: st
     step.error_kind = kind
     step.error = message
     step.observation = f"#ERROR#: {message}"
-    run.trace.status = "error"
+    run.trace.status = "no_answer" if kind in MODEL_MISTAKES else "error"
     run.trace.error = f"line {line.index + 1} ({line.text}) failed: [{kind}] {message}"
     return False
 

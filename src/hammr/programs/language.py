@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
-from hammr.actions import Act, ParseError, parse_act
+from hammr.actions import Act, ParseError, ParseErrorKind, parse_act
 from hammr.tools.base import ParamKind, ToolContext, ToolResult
 from hammr.values import Value
 
@@ -45,6 +45,11 @@ ProgramErrorKind = Literal[
     "redefined",
     "too_long",
 ]
+
+MODEL_MISTAKES: frozenset[str] = frozenset((*get_args(ProgramErrorKind), *get_args(ParseErrorKind)))
+"""Error kinds that say the model's program (or reply) is wrong, not that a module or backend
+failed: a run they end has no answer (status ``no_answer``), a result like a wrong answer,
+not a failure to ask again."""
 
 
 @dataclass(frozen=True)
@@ -319,6 +324,7 @@ def unknown_names(
 
 __all__ = [
     "MAX_PROGRAM_LINES",
+    "MODEL_MISTAKES",
     "PLACEHOLDER",
     "RESULT_MODULE",
     "DeclaresKinds",

@@ -167,7 +167,7 @@ class MulProgSystem:
             step.observation = f"a program of {len(program.lines)} lines"
             self._notify(ctx, step)
             return program
-        trace.status = "error"
+        trace.status = "no_answer"  # the model wrote no runnable program: a result
         trace.error = f"no runnable program after {1 + self.repair_rounds} attempts: {errors}"
         return None
 
