@@ -753,3 +753,22 @@ def test_report_after_a_scripted_experiment_run_fills_every_cell(
     assert rows[("naive", "All")]["ours"] == "66.67"
     assert rows[("reflexion", "All")]["paper"] == "55.5"
     assert rows[("ocr only", "All")]["run"] == "scripted.ocr"
+
+
+def test_the_report_says_which_judge_decided_the_open_answers(tmp_path: Path) -> None:
+    exp = tmp_path / "toy.toml"
+    exp.write_text(TOY)
+    store = tmp_path / "runs.sqlite"
+    judged = [("llm", 1.0), ("llm", 0.0), ("none", 0.0), ("exact", 1.0), ("", 1.0)]
+    with RunStore(store) as s:
+        s.open_run("toy.hammr", "generic-vqa", "hammr", config=CONFIG,
+                   settings={"suite": "generic-vqa", "planned": 5})  # fmt: skip
+        for i, (judge, score) in enumerate(judged):
+            rec = record("toy.hammr", i, "textvqa", "ocr_reasoning", score, steps_trace(2))
+            assert s.add(replace(rec, judge=judge))
+    deviations = report_of(store, exp).tables[0].deviations
+    assert "run hammr: 2 answers no string matched: decided by the llm judge, where the hammr " \
+        "paper used BEM" in deviations
+    assert "run hammr: 1 answer no string matched: counted wrong, no judge (--judge), where " \
+        "the hammr paper used BEM" in deviations
+    assert not any("exact" in d for d in deviations)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -136,3 +137,59 @@ def test_hammr_ask_system_mulprog_runs_offline_on_the_embedded_model(tmp_path: P
     plan = [s for s in trace.steps if s.tool == "PLAN"]
     assert any(s.raw.startswith("FINAL_RESULT=RESULT(var=") for s in plan)  # under the grammar
     assert all(s.error_kind != "unknown_variable" for s in plan)  # only defined names are read
+
+
+def bench_for(**settings: str) -> Any:
+    """The `mulprog` system of a configuration with ``settings`` (dotted -> value), over the
+    scripted vision backends and a text embedder."""
+    from hammr.agents.system import AgentSystems
+    from hammr.programs.system import mulprog_system
+    from hammr.systems import Workbench
+    from hammr.tools.library import builtin_tools
+    from tests.test_memory_bank import WordsEmbedder
+
+    env = {"HAMMR_" + k.upper().replace(".", "__"): v for k, v in settings.items()}
+    cfg = load_config(env={"HAMMR_CONFIG": "", **env})
+    backends = {**context().backends, "embed": WordsEmbedder()}
+    return mulprog_system(Workbench(cfg, backends, AgentSystems.from_config(cfg, builtin_tools(), {})))
+
+
+def with_llm(llm: ScriptedLLM) -> Any:
+    from hammr.tools.base import ToolContext
+
+    return ToolContext(backends=context().backends, llm=llm)
+
+
+PAPER = {"mulprog.examples": "all", "mulprog.repair_rounds": "0", "llm.grammar": "off"}
+
+
+async def test_the_papers_setting_shows_all_16_examples_no_grammar_no_repair_scripted_llm() -> None:
+    question = "What color is the green square?"
+    ours, paper = bench_for(), bench_for(**PAPER)
+    assert len(load_examples()) == 16
+    nearest = ScriptedLLM([GOOD, "The square {BOX0} is green."], grammar="gbnf")
+    await ours.run(question, {"image": scene_image()}, ctx=with_llm(nearest))
+    llm = ScriptedLLM([BAD, GOOD], grammar="gbnf")  # a repair would get GOOD: none is asked
+    result = await paper.run(question, {"image": scene_image()}, ctx=with_llm(llm))
+    prompt = " ".join(m.text() for m in llm.requests[0].messages)
+    shown = [e for e in load_examples() if e.question in prompt]
+    assert len(shown) == 16  # every worked example, where ours shows the 8 nearest
+    first = " ".join(m.text() for m in nearest.requests[0].messages)
+    assert len([e for e in load_examples() if e.question in first]) == 8
+    assert all(r.grammar is None for r in llm.requests)  # no constrained decoding
+    assert any(r.grammar for r in nearest.requests)
+    assert len(llm.requests) == 1 and result.answer is None  # no repair round: no answer
+    assert result.trace.status == "no_answer" and "after 1 attempts" in str(result.trace.error)
+
+
+def test_config_show_marks_the_mulprog_papers_settings() -> None:
+    r = CliRunner().invoke(main, ["config", "show"], env={"HAMMR_CONFIG": "", **{
+        "HAMMR_" + k.upper().replace(".", "__"): v for k, v in PAPER.items()}})  # fmt: skip
+    assert r.exit_code == 0, r.output
+    lines = {ln.split(" = ")[0]: ln for ln in r.stdout.splitlines() if " = " in ln}
+    assert "as the mulprog paper ran" in lines["mulprog.examples"]
+    assert "as the mulprog paper ran" in lines["mulprog.repair_rounds"]
+    grammar = lines["llm.grammar"]
+    assert "as the hammr paper ran" in grammar and "as the mulprog paper ran" in grammar
+    default = CliRunner().invoke(main, ["config", "show"], env={"HAMMR_CONFIG": ""}).stdout
+    assert "not as the mulprog paper ran ('all'" in default

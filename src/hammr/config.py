@@ -124,6 +124,15 @@ DEFAULTS: dict[str, Any] = {
         # task descriptions only, as the paper's no-graph baseline ran
         "autonomous_examples": True,
     },
+    # the MulProg system (--system mulprog): what its planner's prompt holds
+    "mulprog": {
+        # 'nearest': the 8 worked examples nearest to the question (with a text embedder; all
+        # of them without one); 'all': every worked example, the same for every question, as
+        # the paper's prompt held its N = 16
+        "examples": "nearest",
+        # rounds that show the model its program's errors and ask for another (0: none)
+        "repair_rounds": 1,
+    },
     # memory of past runs (MuSEAgent's experience bank; the Reflexion and ExpeL baselines):
     # what --system muse / reflexion / expel read, and how the bank is searched
     "memory": {
@@ -172,6 +181,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "agent.setting": ("auto", "tools_only", "with_vqa"),
     "agent.router": ("auto", "llm", "neighbours", "hybrid"),
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
+    "mulprog.examples": ("nearest", "all"),
     "memory.policy": ("agent", "every_step"),
     "memory.deep_search": ("upfront", "per_round"),
     "memory.sources": ("correct", "incorrect", "both"),
@@ -200,6 +210,7 @@ _LIMITS: dict[str, tuple[Callable[[float], bool], str]] = {
     "avis.max_steps": (lambda v: v >= 1, "at least 1"),
     "avis.max_tries_per_state": (lambda v: v >= 1, "at least 1"),
     "avis.max_objects": (lambda v: v >= 0, "0 or more"),
+    "mulprog.repair_rounds": (lambda v: v >= 0, "0 or more"),
     "memory.k": (lambda v: v >= 1, "at least 1"),
     "memory.depth": (lambda v: v >= 1, "at least 1"),
     "memory.min_score": (lambda v: 0 <= v <= 10, "0-10"),

@@ -61,6 +61,24 @@ PAPER_SETTINGS: tuple[PaperSetting, ...] = (
         "the no-graph baseline's planner sees task descriptions only, no worked examples",
     ),
     PaperSetting(
+        "mulprog.examples",
+        "mulprog",
+        "all",
+        "every worked example in the prompt, the same for every question (its N = 16)",
+    ),
+    PaperSetting(
+        "mulprog.repair_rounds",
+        "mulprog",
+        0,
+        "no repair round: a program that cannot run has no answer",
+    ),
+    PaperSetting(
+        "llm.grammar",
+        "mulprog",
+        "off",
+        "programs written without constrained decoding",
+    ),
+    PaperSetting(
         "memory.deep_search",
         "muse",
         "per_round",
@@ -76,20 +94,25 @@ PAPER_SETTINGS: tuple[PaperSetting, ...] = (
 """Every setting whose paper value differs from our default, in the order of the papers."""
 
 
-def paper_setting(key: str) -> PaperSetting | None:
-    return next((s for s in PAPER_SETTINGS if s.key == key), None)
+def paper_settings(key: str) -> list[PaperSetting]:
+    """The papers that ran ``key`` otherwise than our default (several may: llm.grammar)."""
+    return [s for s in PAPER_SETTINGS if s.key == key]
 
 
 def faithfulness(key: str, value: Any) -> str | None:
-    """'paper (PAPER)' when ``value`` is what its paper ran, 'hammr default (PAPER ran X)'
-    otherwise; None for a key no paper ran differently."""
-    setting = paper_setting(key)
-    if setting is None:
-        return None
-    if value == setting.value:
-        return f"as the {setting.paper} paper ran: {setting.why}"
-    extra = f"; {setting.note}" if setting.note else ""
-    return f"not as the {setting.paper} paper ran ({setting.value!r}: {setting.why}{extra})"
+    """Per paper that ran ``key`` otherwise, 'as the PAPER paper ran: ...' when ``value`` is
+    what it ran, else 'not as the PAPER paper ran (X: ...)', joined by '; '; None for a key
+    no paper ran differently."""
+    said = []
+    for setting in paper_settings(key):
+        if value == setting.value:
+            said.append(f"as the {setting.paper} paper ran: {setting.why}")
+        else:
+            extra = f"; {setting.note}" if setting.note else ""
+            said.append(
+                f"not as the {setting.paper} paper ran ({setting.value!r}: {setting.why}{extra})"
+            )
+    return "; ".join(said) or None
 
 
 def differences(config: Mapping[str, Any], papers: tuple[str, ...] = ()) -> list[str]:

@@ -467,11 +467,37 @@ def _explain_value(cell: Cell, data: _RunData) -> _Value:
 # --- deviations ---------------------------------------------------------------------------------
 
 
-def _run_lines(experiment: Experiment, info: RunInfo, counts: Mapping[str, int]) -> list[str]:
+STRING_MATCHES = ("exact", "list-iou")
+"""What a sample's judge column holds when strings decided it (no judge model was asked)."""
+
+JUDGE_PAPERS = {"hammr": "bem"}
+"""The judge a paper decided its open answers with, where it says (HAMMR: BEM for
+Encyclopedic-VQA)."""
+
+
+def _run_lines(
+    experiment: Experiment,
+    info: RunInfo,
+    counts: Mapping[str, int],
+    judges: Mapping[str, int] | None = None,
+) -> list[str]:
     """What of one stored run stands between it and the paper."""
     from hammr.paper_settings import differences
 
     lines = list(differences(info.config, (experiment.paper,)))
+    paper_judge = JUDGE_PAPERS.get(experiment.paper)
+    for judge, n in sorted((judges or {}).items()):
+        if judge in STRING_MATCHES:
+            continue
+        answers = f"{n} answer{'' if n == 1 else 's'} no string matched"
+        said = (
+            f"{answers}: counted wrong, no judge (--judge)"
+            if judge == "none"
+            else f"{answers}: decided by the {judge} judge"
+        )
+        if paper_judge and judge != paper_judge:
+            said += f", where the {experiment.paper} paper used {paper_judge.upper()}"
+        lines.append(said)
     backend = info.config.get("llm.backend")
     model = info.config.get("llm.model")
     if backend or model:
@@ -495,6 +521,7 @@ def table_deviations(
     counts: Mapping[str, Mapping[str, int]],
     *,
     demo: bool,
+    judges: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[str]:
     """The lines under a table: the file's deviations, then per line read from the table's
     runs (``infos``: run name -> stored info, for the runs stored) the runs it holds for,
@@ -505,7 +532,7 @@ def table_deviations(
         info = infos.get(run)
         if info is None:
             continue
-        for line in _run_lines(experiment, info, counts.get(run, {})):
+        for line in _run_lines(experiment, info, counts.get(run, {}), (judges or {}).get(run)):
             grouped.setdefault(line, []).append(run)
     for line, runs in grouped.items():
         out.append(f"{'run' if len(runs) == 1 else 'runs'} {', '.join(runs)}: {line}")
@@ -613,6 +640,7 @@ def build_report(
     data: dict[str, _RunData] = {}
     infos: dict[str, RunInfo] = {}
     counts: dict[str, dict[str, int]] = {}
+    judges: dict[str, dict[str, int]] = {}
     label_cache: dict[Path, Any] = {}
 
     def run_data(run: str) -> _RunData | None:
@@ -631,9 +659,12 @@ def build_report(
         )
         infos[run] = data[run].info
         per_entry: dict[str, int] = {}
+        judged: dict[str, int] = {}  # judge -> answers it decided (those no string matched)
         for r in data[run].scores:
             per_entry[r.dataset] = per_entry.get(r.dataset, 0) + 1
-        counts[run] = per_entry
+            if r.judge:
+                judged[r.judge] = judged.get(r.judge, 0) + 1
+        counts[run], judges[run] = per_entry, judged
         return data[run]
 
     tables: list[TableResult] = []
@@ -667,7 +698,7 @@ def build_report(
         for row in table.rows:
             if row.run not in data and states.get(f"run:{row.run}") is not None:
                 run_data(row.run)  # deviations of partial/failed runs that stored something
-        deviations = table_deviations(experiment, table, infos, counts, demo=demo)
+        deviations = table_deviations(experiment, table, infos, counts, demo=demo, judges=judges)
         tables.append(TableResult(table, rows, deviations))
     notes = [
         "Ours: mean score in % ± half the width of its 95% bootstrap interval "

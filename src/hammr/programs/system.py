@@ -38,6 +38,9 @@ Explainer = Literal["llm", "template"]
 # the checker's kinds are the runtime's error kinds where the meaning is the same
 _STEP_KINDS = {"unknown_module": "unknown_tool"}
 
+NEAREST_EXAMPLES = 8
+"""Worked examples a question's prompt shows under ``mulprog.examples = 'nearest'``."""
+
 
 def model_and_image(
     system: str, llm: LLM | None, ctx: ToolContext, inputs: Mapping[str, Value] | None
@@ -207,22 +210,26 @@ def mulprog_system(
     explainer: Explainer | None = None,
 ) -> MulProgSystem:
     """The `mulprog` system of a configuration: the 16 modules over its backends, the
-    bundled examples (the 8 nearest with a text embedder), the grammar where supported."""
+    bundled examples (``mulprog.examples``: the 8 nearest with a text embedder, or all),
+    the grammar where supported (``llm.grammar``), ``mulprog.repair_rounds`` repairs."""
     from hammr.factory import grammar_setting
 
-    embedder = bench.backends.get("embed")
+    cfg = bench.config
+    nearest = cfg.get("mulprog.examples") == "nearest"
+    embedder = bench.backends.get("embed") if nearest else None
     modules, withheld = modules_with_backends(modules_with(extra_modules), bench.backends)
     examples = [e for e in load_examples() if program_modules(e.program) <= set(modules)]
     planner = ProgramPlanner(
         list(modules.values()),
         examples,
-        k=8 if embedder is not None else None,
+        k=NEAREST_EXAMPLES if embedder is not None else None,
         embedder=embedder,
-        grammar=grammar_setting(bench.config),
+        grammar=grammar_setting(cfg),
     )
-    served = bench.config.get("llm.backend") != "embedded"
+    served = cfg.get("llm.backend") != "embedded"
     chosen: Explainer = explainer or ("llm" if served else "template")
-    system = MulProgSystem(planner, modules, explainer=chosen)
+    rounds = int(cfg.get("mulprog.repair_rounds"))
+    system = MulProgSystem(planner, modules, explainer=chosen, repair_rounds=rounds)
     if withheld:
         broken = {
             cap: why
