@@ -767,8 +767,12 @@ def test_the_report_says_which_judge_decided_the_open_answers(tmp_path: Path) ->
             rec = record("toy.hammr", i, "textvqa", "ocr_reasoning", score, steps_trace(2))
             assert s.add(replace(rec, judge=judge))
     deviations = report_of(store, exp).tables[0].deviations
-    assert "run hammr: 2 answers no string matched: decided by the llm judge, where the hammr " \
+    assert (
+        "run hammr: 2 answers no string matched: decided by the llm judge, where the hammr "
         "paper used BEM" in deviations
-    assert "run hammr: 1 answer no string matched: counted wrong, no judge (--judge), where " \
+    )
+    assert (
+        "run hammr: 1 answer no string matched: counted wrong, no judge (--judge), where "
         "the hammr paper used BEM" in deviations
+    )
     assert not any("exact" in d for d in deviations)

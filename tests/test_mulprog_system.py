@@ -142,16 +142,18 @@ def test_hammr_ask_system_mulprog_runs_offline_on_the_embedded_model(tmp_path: P
 def bench_for(**settings: str) -> Any:
     """The `mulprog` system of a configuration with ``settings`` (dotted -> value), over the
     scripted vision backends and a text embedder."""
+    from tests.test_memory_bank import WordsEmbedder
+
     from hammr.agents.system import AgentSystems
     from hammr.programs.system import mulprog_system
     from hammr.systems import Workbench
     from hammr.tools.library import builtin_tools
-    from tests.test_memory_bank import WordsEmbedder
 
     env = {"HAMMR_" + k.upper().replace(".", "__"): v for k, v in settings.items()}
     cfg = load_config(env={"HAMMR_CONFIG": "", **env})
     backends = {**context().backends, "embed": WordsEmbedder()}
-    return mulprog_system(Workbench(cfg, backends, AgentSystems.from_config(cfg, builtin_tools(), {})))
+    agents = AgentSystems.from_config(cfg, builtin_tools(), {})
+    return mulprog_system(Workbench(cfg, backends, agents))
 
 
 def with_llm(llm: ScriptedLLM) -> Any:
