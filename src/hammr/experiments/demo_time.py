@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 DURATIONS_FILE = Path(__file__).with_name("demo_durations.json")
+"""Where benchmark (s) writes; read as package data."""
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,17 @@ class Measured:
         )
 
 
-def read_durations(path: Path = DURATIONS_FILE) -> dict[str, Measured]:
-    """Every measured experiment by name; empty when the file is missing or unreadable (a
-    forecast is no reason to stop a run)."""
+def read_durations(text: str | None = None) -> dict[str, Measured]:
+    """Every measured experiment by name, from ``text`` (default: the package's file);
+    empty when it is missing or unreadable (a forecast is no reason to stop a run)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        if text is None:
+            text = (
+                resources.files("hammr.experiments")
+                .joinpath(DURATIONS_FILE.name)
+                .read_text(encoding="utf-8")
+            )
+        data = json.loads(text)
         machine, date = str(data["machine"]), str(data["date"])
         rows: Mapping[str, Any] = data["experiments"]
         return {
