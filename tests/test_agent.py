@@ -366,6 +366,19 @@ async def test_two_refused_repeats_in_a_row_leave_only_a_finish_with_scripted_ll
     assert r.answer == "7" and llm.calls == 4  # not 8 calls going round the loop
 
 
+async def test_without_the_loop_guard_a_repeat_runs_again_and_no_step_is_forced_scripted_llm(
+) -> None:  # fmt: skip
+    llm = ScriptedLLM(lambda req: "[Thought]: again\n[Act]: w = Width(image)", grammar="gbnf")
+    off = {"refuse_repeats": False, "finish_on_last_step": False}  # agent.loop_guard = false
+    r = await agent(llm, max_steps=4, **off).run("q", {"image": img()})
+    assert [s.error_kind for s in r.trace.steps] == [None] * 4  # every call ran the tool
+    assert [s.output for s in r.trace.steps] == [r.trace.steps[0].output] * 4
+    assert not any(s.forced for s in r.trace.steps) and r.trace.status == "step_limit"
+    assert all("This is your last step" not in q.messages[-1].text() for q in llm.requests)
+    finish_only = 'root ::= "[Thought]: " thought "\\n" finish'
+    assert all(finish_only not in (q.grammar or "") for q in llm.requests)
+
+
 async def test_a_call_whose_capability_is_missing_is_not_made_twice_with_scripted_llm() -> None:
     from hammr.tools.vision_tools import Caption
 

@@ -334,3 +334,15 @@ def test_the_llm_dispatcher_is_offered_only_specialists_that_take_the_given_inpu
     assert set(pointed.tools) == {"PointQALocalAgent", "PointQALookTwiceAgent"}
     assert pointed.final_tools == frozenset(pointed.tools)
     assert dispatcher.llm_dispatcher(["image"]) is plain  # built once per input signature
+
+
+def test_the_papers_dispatcher_is_offered_every_specialist() -> None:
+    from hammr.agents.catalog import Habits
+
+    s = systems(router="llm")
+    s.habits = Habits(offer_all=True)  # agent.dispatcher_offers = 'all' (Table B.1)
+    dispatcher = s.dispatcher()
+    offered = dispatcher.llm_dispatcher(["image"])
+    assert offered is dispatcher.dispatcher  # one image, yet the two-image agent is offered
+    assert {"PointQALocalAgent", "TwoImageVQAAgent"} <= set(offered.tools)
+    assert len(offered.tools) == len(s.catalog.specialists)

@@ -274,6 +274,28 @@ async def test_scripted_llm_max_tokens_bounds_every_agents_reply() -> None:
     assert {a.max_tokens for a in default.agents.values()} == {256}
 
 
+def test_the_papers_harness_settings_reach_every_agent() -> None:
+    harness = {
+        "agent.unknown_tool": "end",
+        "agent.loop_guard": "false",
+        "agent.dispatcher_offers": "all",
+        "agent.router": "llm",
+    }
+    paper = AgentSystems.from_config(config(**harness), builtin_tools(), {})
+    for a in [*paper.agents.values(), paper.naive()]:
+        assert a.unknown_tool_ends_run and not a.refuse_repeats and not a.finish_on_last_step
+    assert paper.dispatcher().offer_all
+    ours = AgentSystems.from_config(config(), builtin_tools(), {})
+    for a in [*ours.agents.values(), ours.naive()]:
+        assert not a.unknown_tool_ends_run and a.refuse_repeats and a.finish_on_last_step
+    assert not ours.dispatcher().offer_all
+    env = {"HAMMR_" + k.upper().replace(".", "__"): v for k, v in harness.items()}
+    shown = config_show(env)
+    for key in ("agent.unknown_tool", "agent.loop_guard", "agent.dispatcher_offers"):
+        assert "as the hammr paper ran" in shown[key]
+    assert "not as the hammr paper ran ('end'" in config_show({})["agent.unknown_tool"]
+
+
 # -- the paper's settings ----------------------------------------------------------------------
 
 

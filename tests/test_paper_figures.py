@@ -164,3 +164,35 @@ async def test_fig_c5_unknown_tool_is_recovered_with_scripted_llm(
         ("NaiveGeneric", "unknown_tool")
     ]
     assert result.trace.steps[0].observation.startswith("#ERROR#: tool FilterObjects")
+
+
+@needs_tesseract
+async def test_fig_c5_under_the_papers_harness_the_unknown_tool_ends_the_run_scripted_llm(
+    plate: tuple[Image, dict[str, Any]],
+) -> None:
+    image, _ = plate
+    llm = ScriptedLLM(
+        [
+            "[Thought]: I need to find the yellow plate.\n"
+            "[Act]: FilterObjects(image, 'plate', 'color', 'yellow')",
+            "[Thought]: never asked.\n[Finish]: 154-JDX",
+        ]
+    )
+    agent = ReActAgent(
+        name="NaiveGeneric",
+        description="",
+        instructions="Answer the question.",
+        tools=builtin_tools(),
+        llm=llm,
+        unknown_tool_ends_run=True,  # agent.unknown_tool = 'end', as the paper's harness
+    )
+    result = await agent.run(
+        "What does the yellow plate say?",
+        {"image": image},
+        ctx=ToolContext(backends={"ocr": TesseractOCR()}),
+    )
+    assert llm.calls == 1 and result.answer is None  # it could not recover: no second step
+    trace = result.trace
+    assert trace.status == "no_answer"  # the model's mistake ended it: a result, not a failure
+    assert [s.error_kind for s in trace.steps] == ["unknown_tool"]
+    assert (trace.error or "").startswith("step 1: tool FilterObjects is not registered")

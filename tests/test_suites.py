@@ -123,6 +123,8 @@ def test_bundled_suites() -> None:
     assert aggregates["micro_average"] == ("micro_mean", four)
     assert aggregates["average"] == ("mean", four)
     assert aggregates["vstar_micro"] == ("micro_mean", ("vstar",))
+    # the paper's counts (its Table 1), drawn seeded: which ones it took is not published
+    assert {e.name: e.draw for e in muse.entries if e.draw} == {"zoombench": 621, "hrbench_8k": 200}
     demo = load_suite("muse-demo")
     assert [(e.name, e.dataset, e.metric) for e in demo.entries] == [
         ("muse_demo", "jsonl", "multiple_choice")
@@ -255,6 +257,38 @@ def test_entry_question_type_overrides_the_adapters(tmp_path: Path) -> None:
     assert len(pairs) == 4
     assert {s.question_type for _, s in pairs} == {"two_image"}
     assert {s.dataset for _, s in pairs} == {"handmade"}
+
+
+def test_an_entry_s_draw_fixes_its_samples_for_every_run_and_seed(tmp_path: Path) -> None:
+    demo = Path(__file__).resolve().parents[1] / "examples" / "demo"
+    toml = tmp_path / "drawn.toml"
+    toml.write_text(
+        'name = "drawn"\n[[entry]]\nname = "mc"\ndataset = "jsonl"\n'
+        'metric = "multiple_choice"\nfile = "mc_questions.jsonl"\ndraw = 8\n'
+    )
+    suite = load_suite(str(toml))
+    assert suite.entries[0].draw == 8
+    every = [s.id for _, s in load_suite("muse-demo").samples(demo)]
+    drawn = [s.id for _, s in suite.samples(demo)]
+    assert len(every) == 20 and len(drawn) == 8
+    assert drawn == [i for i in every if i in drawn]  # in file order
+    for seed in (0, 1, 7):  # --seed draws within it; the population stays
+        limited = [s.id for _, s in suite.samples(demo, limit=3, seed=seed)]
+        assert len(limited) == 3 and set(limited) <= set(drawn)
+    halves = [
+        [s.id for _, s in suite.samples(demo, half=half)] for half in ("exploration", "evaluation")
+    ]
+    assert sorted(halves[0] + halves[1]) == sorted(drawn) and not set(halves[0]) & set(halves[1])
+
+
+@pytest.mark.parametrize("draw", ["0", "-3", "true", '"200"', "2.5"])
+def test_a_bad_draw_is_refused(tmp_path: Path, draw: str) -> None:
+    toml = tmp_path / "bad.toml"
+    toml.write_text(
+        f'[[entry]]\ndataset = "gqa"\nmetric = "exact_match"\nfile = "x"\ndraw = {draw}\n'
+    )
+    with pytest.raises(SuiteError, match="'draw' is a whole number of at least 1"):
+        load_suite(toml)
 
 
 @pytest.mark.parametrize(

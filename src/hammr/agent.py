@@ -214,6 +214,8 @@ class ReActAgent:
         question_variable: bool = False,
         final_tools: Collection[str] = (),
         advisors: Sequence[Advisor] = (),
+        refuse_repeats: bool = True,
+        unknown_tool_ends_run: bool = False,
     ) -> None:
         names = [t.name for t in tools]
         dupes = {n for n in names if names.count(n) > 1}
@@ -234,6 +236,12 @@ class ReActAgent:
         self.grammar = grammar
         """True: always constrain; False: never; None: when the backend supports grammars."""
         self.finish_on_last_step = finish_on_last_step
+        self.refuse_repeats = refuse_repeats
+        """Refuse an action that already ran on the same inputs (off: it runs again)."""
+        self.unknown_tool_ends_run = unknown_tool_ends_run
+        """A step calling a tool that is not registered ends the run with its error (the
+        HAMMR paper's harness, Fig. C.5: status ``no_answer``, a result); off, the error lists
+        the tools and the run goes on."""
         self.question_variable = question_variable
         """Also hand the question over as the variable 'question', so the agent can pass it on
         by name instead of retyping it (a dispatcher must not reword what it routes)."""
@@ -275,6 +283,8 @@ class ReActAgent:
             temperature=self.temperature,
             grammar=self.grammar,
             finish_on_last_step=self.finish_on_last_step,
+            refuse_repeats=self.refuse_repeats,
+            unknown_tool_ends_run=self.unknown_tool_ends_run,
             question_variable=self.question_variable,
             final_tools=[n for n in self.final_tools if n in names],
             advisors=self.advisors if advisors is None else advisors,
@@ -506,6 +516,10 @@ class ReActAgent:
             step.thought = e.thought
             step.action = e.source or None
             self._fail(run, step, e.kind, reply_problem(model, request, response) or e.message)
+            if e.kind == "unknown_tool" and self.unknown_tool_ends_run:
+                run.trace.status = "no_answer"  # the model's mistake ends it: a result
+                run.trace.error = f"step {index + 1}: {step.error}"
+                return True
             return False
         step.thought = parsed.thought
         if isinstance(parsed.action, Finish):
@@ -527,8 +541,10 @@ class ReActAgent:
             ),
             None,
         )
-        if earlier is not None and all(
-            run.bound_at.get(v.name, -1) < earlier.index for v in act.variables()
+        if (
+            self.refuse_repeats
+            and earlier is not None
+            and all(run.bound_at.get(v.name, -1) < earlier.index for v in act.variables())
         ):
             # Weak models loop on one call; with the same inputs it cannot give anything new.
             if earlier.error_kind is None:

@@ -77,6 +77,15 @@ DEFAULTS: dict[str, Any] = {
         # steps per agent: set here (or --max-steps), it binds every agent, the dispatcher
         # included; left at the default, an agent file's own limit wins (the dispatcher's 4)
         "max_steps": 8,
+        # a step calling a tool that does not exist: 'observe' (the error lists the tools and
+        # the run goes on) or 'end' (the run ends with that error, as in HAMMR's Fig. C.5)
+        "unknown_tool": "observe",
+        # weak models loop: refuse an action already run on the same inputs, and let the last
+        # step (or the one after two refusals) only finish; false: neither (HAMMR's harness)
+        "loop_guard": True,
+        # the LLM dispatcher is offered 'matching' specialists (those taking the question's
+        # inputs: no two-image agent for one image) or 'all' of them (as in the HAMMR paper)
+        "dispatcher_offers": "matching",
         # what `hammr ask` runs: 'hammr' (dispatcher + specialists), 'naive' (the flat
         # baseline) or any agent's name (see `hammr agents`)
         "system": "hammr",
@@ -180,6 +189,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "llm.vision": ("auto", "on", "off"),
     "agent.setting": ("auto", "tools_only", "with_vqa"),
     "agent.router": ("auto", "llm", "neighbours", "hybrid"),
+    "agent.unknown_tool": ("observe", "end"),
+    "agent.dispatcher_offers": ("matching", "all"),
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
     "mulprog.examples": ("nearest", "all"),
     "memory.policy": ("agent", "every_step"),

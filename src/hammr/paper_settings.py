@@ -55,6 +55,24 @@ PAPER_SETTINGS: tuple[PaperSetting, ...] = (
         note="Table 5 and the workshop's Table 1 ran with_vqa",
     ),
     PaperSetting(
+        "agent.unknown_tool",
+        "hammr",
+        "end",
+        "a step calling a tool that does not exist ends the run with that error (Fig. C.5)",
+    ),
+    PaperSetting(
+        "agent.loop_guard",
+        "hammr",
+        False,
+        "no guard against loops: a repeated action runs again, no step is forced to finish",
+    ),
+    PaperSetting(
+        "agent.dispatcher_offers",
+        "hammr",
+        "all",
+        "the dispatcher is offered every specialist, whatever the question's inputs",
+    ),
+    PaperSetting(
         "avis.autonomous_examples",
         "avis",
         False,

@@ -12,11 +12,47 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from hammr.agents.spec import AgentSpec, SpecError, builtin_specs, load_specs
 from hammr.agents.worked_examples import outline
 from hammr.config import Config
+
+
+class HabitArguments(TypedDict):
+    unknown_tool_ends_run: bool
+    refuse_repeats: bool
+    finish_on_last_step: bool
+
+
+@dataclass(frozen=True)
+class Habits:
+    """How every ReAct agent of a configuration treats two habits of models: a call of a tool
+    that does not exist (``agent.unknown_tool``) and loops (``agent.loop_guard``: refuse an
+    action already run on the same inputs, and let the last step only finish); and which
+    specialists the dispatcher is offered."""
+
+    unknown_tool_ends_run: bool = False
+    loop_guard: bool = True
+    offer_all: bool = False
+    """The dispatcher is offered every specialist (``agent.dispatcher_offers = 'all'``)."""
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Habits:
+        return cls(
+            cfg.get("agent.unknown_tool") == "end",
+            bool(cfg.get("agent.loop_guard")),
+            cfg.get("agent.dispatcher_offers") == "all",
+        )
+
+    def agent_kwargs(self) -> HabitArguments:
+        """The :class:`~hammr.agent.ReActAgent` arguments they are."""
+        return {
+            "unknown_tool_ends_run": self.unknown_tool_ends_run,
+            "refuse_repeats": self.loop_guard,
+            "finish_on_last_step": self.loop_guard,
+        }
+
 
 if TYPE_CHECKING:  # the agent runtime is imported to build agents, not to read their files
     from hammr.agent import ReActAgent
@@ -140,6 +176,7 @@ class AgentCatalog:
         only: Iterable[str] | None = None,
         override_steps: bool = False,
         max_tokens: int = 256,
+        habits: Habits | None = None,
     ) -> dict[str, ReActAgent]:
         """ReActAgents for ``only`` (default: every spec) and the agents they call.
 
@@ -173,6 +210,7 @@ class AgentCatalog:
                 max_steps=steps_of(spec, max_steps, override_steps),
                 inputs=spec.inputs,
                 max_tokens=max_tokens,
+                **(habits or Habits()).agent_kwargs(),
                 grammar=grammar,
                 **dispatcher_options(spec, members),
             )
@@ -208,6 +246,7 @@ class AgentCatalog:
         max_steps: int = 8,
         override_steps: bool = False,
         max_tokens: int = 256,
+        habits: Habits | None = None,
     ) -> ReActAgent:
         """The naive generic ReAct agent: every specialist's tools, guidance and examples in
         one flat prompt (the paper's baseline, its section 3.2)."""
@@ -247,6 +286,7 @@ class AgentCatalog:
             max_steps=steps,
             inputs={"image": "image"},
             max_tokens=max_tokens,
+            **(habits or Habits()).agent_kwargs(),
             grammar=grammar,
         )
 

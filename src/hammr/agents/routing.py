@@ -335,6 +335,7 @@ class RoutedDispatcher:
         *,
         mode: RouterKind = "hybrid",
         threshold: float = 0.7,
+        offer_all: bool = False,
     ) -> None:
         if mode != "llm" and router is None:
             raise ValueError(f"router mode {mode!r} needs a neighbour router")
@@ -342,11 +343,17 @@ class RoutedDispatcher:
         self.router = router
         self.mode = mode
         self.threshold = threshold
+        self.offer_all = offer_all
+        """The LLM dispatcher is offered every specialist (``agent.dispatcher_offers =
+        'all'``, as the HAMMR paper's), not only those that take the question's inputs."""
         self.name = dispatcher.name
         self._gated: dict[tuple[str, ...], ReActAgent] = {}
 
     def llm_dispatcher(self, inputs: Collection[str]) -> ReActAgent:
-        """The dispatcher agent offered only the specialists that take these inputs."""
+        """The dispatcher agent offered only the specialists that take these inputs (every
+        one with ``offer_all``)."""
+        if self.offer_all:
+            return self.dispatcher
         agents = {n: set(a.inputs) for n, a in self.specialists.items()}
         keep = tuple(sorted(eligible(agents, inputs)))
         if keep not in self._gated:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from hammr.agent import AgentResult, ReActAgent
-from hammr.agents.catalog import NAIVE_NAME, AgentCatalog, Setting, resolve_setting
+from hammr.agents.catalog import NAIVE_NAME, AgentCatalog, Habits, Setting, resolve_setting
 from hammr.agents.names import HAMMR as HAMMR  # re-exported: its home before names.py
 from hammr.agents.names import NAIVE as NAIVE
 from hammr.agents.routing import NeighbourRouter, RoutedDispatcher, RouterKind
@@ -65,6 +65,8 @@ class AgentSystems:
     (see :meth:`AgentCatalog.build`)."""
     max_tokens: int = 256
     """Tokens per reply of every agent's step (``llm.max_tokens``)."""
+    habits: Habits = field(default_factory=Habits)
+    """``agent.unknown_tool`` and ``agent.loop_guard``, for every agent."""
 
     @classmethod
     def build(
@@ -82,8 +84,10 @@ class AgentSystems:
         max_steps: int = 8,
         override_steps: bool = False,
         max_tokens: int = 256,
+        habits: Habits | None = None,
     ) -> AgentSystems:
         catalog = catalog or AgentCatalog.load()
+        habits = habits or Habits()
         chosen = resolve_setting(setting, backends)
         agents = catalog.build(
             tools,
@@ -93,6 +97,7 @@ class AgentSystems:
             max_steps=max_steps,
             override_steps=override_steps,
             max_tokens=max_tokens,
+            habits=habits,
         )
         return cls(
             catalog,
@@ -108,6 +113,7 @@ class AgentSystems:
             max_steps,
             override_steps,
             max_tokens,
+            habits,
         )
 
     @classmethod
@@ -139,6 +145,7 @@ class AgentSystems:
             max_steps=max_steps or int(cfg.get("agent.max_steps")),
             override_steps=chosen_steps,
             max_tokens=int(cfg.get("llm.max_tokens")),
+            habits=Habits.from_config(cfg),
         )
 
     def names(self) -> list[str]:
@@ -163,7 +170,11 @@ class AgentSystems:
             mode = "llm"  # no embedder: the paper's dispatcher alone
         neighbours = self.neighbour_router() if mode != "llm" else None
         return RoutedDispatcher(
-            self.agents[spec.name], neighbours, mode=mode, threshold=self.router_threshold
+            self.agents[spec.name],
+            neighbours,
+            mode=mode,
+            threshold=self.router_threshold,
+            offer_all=self.habits.offer_all,
         )
 
     def naive(self) -> ReActAgent:
@@ -175,6 +186,7 @@ class AgentSystems:
             max_steps=self.max_steps,
             override_steps=self.override_steps,
             max_tokens=self.max_tokens,
+            habits=self.habits,
         )
 
     def system(self, name: str) -> System:

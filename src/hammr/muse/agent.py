@@ -100,6 +100,7 @@ def react_agent(
         llm=bench.agents.llm,
         max_steps=bench.agents.max_steps,
         max_tokens=bench.agents.max_tokens,
+        **bench.agents.habits.agent_kwargs(),
         grammar=bench.agents.grammar,
         advisors=advisors,
     )

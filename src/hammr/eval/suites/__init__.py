@@ -14,6 +14,7 @@ A suite is a TOML file::
     file = "gqa/testdev_balanced_questions.json"   # relative to the data folder
     images = "gqa/images"             # optional, relative to the data folder
     options = { }                     # optional, the adapter's own options
+    draw = 200                        # optional: only a seeded draw of this many samples
 
     [[aggregate]]                     # optional: one number from several entries' accuracies
     name = "infoseek_final"           # the report's row label
@@ -41,6 +42,9 @@ keeps every sample; the HAMMR paper evaluated 1000 random samples per dataset, i
 ``limit=1000`` (its exact draw is not published, so no subset reproduces it).
 ``Suite.samples(data_dir, half="exploration"|"evaluation", split_seed=0)`` keeps one half of
 MuSEAgent's 1:1 split of every entry (:mod:`hammr.eval.splits`) before the limit is drawn.
+An entry's ``draw`` makes it a fixed seeded subset of its file (the same for every run and
+``--seed``), where a paper evaluated that many without publishing which; the split and the
+limit are drawn within it.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from hammr.eval.datasets import (
     get_adapter,
     load_dataset,
     missing_images,
+    sample_subset,
 )
 from hammr.eval.splits import split_then_limit
 from hammr.eval.types import Sample
@@ -100,6 +105,7 @@ _ENTRY_KEYS = {
     "images",
     "options",
     "description",
+    "draw",
 }
 _AGGREGATE_KEYS = {"name", "function", "entries", "description"}
 
@@ -124,6 +130,11 @@ class SuiteEntry:
     """The image folder relative to the data folder (None: the adapter's default)."""
     options: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    draw: int | None = None
+    """Only this many of the file's samples make up the entry: a seeded draw (seed 0, in file
+    order, the same for every run and ``--seed``) where a paper evaluated a subset of a
+    larger file without publishing which (MuSEAgent's HR-Bench: 200 of the 8K file). The
+    split and ``limit`` are then drawn within it."""
 
     def file_path(self, data_dir: Path) -> Path:
         return _under(data_dir, self.file)
@@ -155,15 +166,16 @@ class SuiteEntry:
                 f"{where}: {path} {problem} (data folder {data_dir}, file {self.file!r}); "
                 f"the {self.dataset} adapter expects {get_adapter(self.dataset).expects}"
             )
+        whole = half is not None or self.draw is not None  # drawn from after loading
         try:
             samples = load_dataset(
                 self.dataset,
                 path,
                 images=self.images_path(data_dir),
                 split=self.split,
-                limit=None if half else limit,
+                limit=None if whole else limit,
                 seed=seed,
-                check_images=check_images and not half,
+                check_images=check_images and not whole,
                 **dict(self.options),
             )
         except DatasetError as e:
@@ -175,10 +187,16 @@ class SuiteEntry:
                 else replace(s, question_type=self.question_type)
                 for s in samples
             ]
-        if half:
+        if self.draw is not None:
+            at = {s.id: i for i, s in enumerate(samples)}
+            drawn = sample_subset(samples, self.draw, 0)
+            samples = sorted(drawn, key=lambda s: at[s.id])
+        if whole:
             try:
-                samples = split_then_limit(
-                    samples, half, split_seed=split_seed, limit=limit, seed=seed
+                samples = (
+                    split_then_limit(samples, half, split_seed=split_seed, limit=limit, seed=seed)
+                    if half
+                    else sample_subset(samples, limit, seed)
                 )
             except ValueError as e:
                 raise SuiteError(f"{where}: {e}") from e
@@ -316,7 +334,16 @@ def _entry(raw: Any, i: int, where: str) -> SuiteEntry:
         images=raw.get("images"),
         options=options,
         description=raw.get("description", ""),
+        draw=_draw(raw.get("draw"), label),
     )
+
+
+def _draw(value: Any, label: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SuiteError(f"{label}: 'draw' is a whole number of at least 1, not {value!r}")
+    return value
 
 
 def _aggregate(raw: Any, i: int, where: str, entry_names: list[str]) -> SuiteAggregate:
