@@ -424,8 +424,11 @@ def test_a_replaced_record_is_a_new_attempt_with_its_own_experience_ids(tmp_path
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--judge", "bem", "--bem-checkpoint", "MISSING"], "BEM checkpoint directory"),
-        (["--bem-checkpoint", "MISSING"], "BEM checkpoint directory"),  # --judge auto
+        (
+            ["--judge", "bem", "--bem-checkpoint", "MISSING"],
+            "no such folder (a local BEM checkpoint)",
+        ),
+        (["--bem-checkpoint", "MISSING"], "no such folder (a local BEM checkpoint)"),  # auto
         (["--judge", "none", "--bem-checkpoint", "MISSING"], "--bem-checkpoint goes with"),
         (["--judge", "bem"], "--judge bem needs --bem-checkpoint"),
     ],

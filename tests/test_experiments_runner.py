@@ -435,29 +435,53 @@ def test_step_states_before_anything_ran(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("judge", "expected"),
+    ("judge", "settings", "expected"),
     [
-        (["--judge", "bem"], "--judge bem needs --bem-checkpoint PATH"),
+        (
+            ["--judge", "bem"],
+            {},
+            "--judge bem needs --bem-checkpoint PATH (or [eval] bem_checkpoint)",
+        ),
         (
             ["--judge", "bem", "--bem-checkpoint", "{tmp}/nowhere"],
+            {},
             "--bem-checkpoint {tmp}/nowhere: no such folder (a local BEM checkpoint)",
         ),
         (
             ["--judge", "llm", "--bem-checkpoint", "{tmp}"],
+            {},
             "--bem-checkpoint goes with --judge bem (or auto), not --judge llm",
+        ),
+        # the same choices made in the configuration, named as the setting
+        (
+            [],
+            {"HAMMR_EVAL__JUDGE": "bem"},
+            "--judge bem needs --bem-checkpoint PATH (or [eval] bem_checkpoint)",
+        ),
+        (
+            [],
+            {"HAMMR_EVAL__BEM_CHECKPOINT": "{tmp}/nowhere"},
+            "[eval] bem_checkpoint {tmp}/nowhere: no such folder (a local BEM checkpoint)",
+        ),
+        (
+            ["--judge", "none"],
+            {"HAMMR_EVAL__BEM_CHECKPOINT": "{tmp}"},
+            "[eval] bem_checkpoint goes with --judge bem (or auto), not --judge none",
         ),
     ],
 )
 def test_a_judge_that_cannot_judge_is_refused_before_any_step(
-    tmp_path: Path, judge: list[str], expected: str
+    tmp_path: Path, judge: list[str], settings: dict[str, str], expected: str
 ) -> None:
     """As `hammr eval` refuses it: one line, exit 2, and no store made."""
     store = tmp_path / "st.db"
     args = [a.format(tmp=tmp_path) for a in judge]
+    env = {"HAMMR_CONFIG": "", **{k: v.format(tmp=tmp_path) for k, v in settings.items()}}
     result = CliRunner().invoke(
         main,
         ["experiment", "run", "avis-table3", "--demo", "--data-dir", str(DEMO), "--limit", "1",
          "--store", str(store), *args],
+        env=env,
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == "hammr: error: " + expected.format(

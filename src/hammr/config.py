@@ -133,6 +133,14 @@ DEFAULTS: dict[str, Any] = {
         # task descriptions only, as the paper's no-graph baseline ran
         "autonomous_examples": True,
     },
+    # hammr eval and experiment run, where their flags say nothing
+    "eval": {
+        # who decides Encyclopedic-VQA answers no string matched (--judge): auto, bem, llm,
+        # embedding or none
+        "judge": "auto",
+        # a local BEM checkpoint folder (--bem-checkpoint; the HAMMR paper's judge)
+        "bem_checkpoint": "",
+    },
     # the MulProg system (--system mulprog): what its planner's prompt holds
     "mulprog": {
         # 'nearest': the 8 worked examples nearest to the question (with a text embedder; all
@@ -192,6 +200,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "agent.unknown_tool": ("observe", "end"),
     "agent.dispatcher_offers": ("matching", "all"),
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
+    "eval.judge": ("auto", "bem", "llm", "embedding", "none"),
     "mulprog.examples": ("nearest", "all"),
     "memory.policy": ("agent", "every_step"),
     "memory.deep_search": ("upfront", "per_round"),

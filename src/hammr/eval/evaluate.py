@@ -119,7 +119,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     from hammr.config import ConfigError, load_config
     from hammr.eval.duration import expected
     from hammr.eval.executors import ExecutorError
-    from hammr.eval.job import EvalJob, resolve_judge, sample_timeout, work_counted
+    from hammr.eval.job import EvalJob, JudgeChoice, resolve_judge, sample_timeout, work_counted
     from hammr.eval.run_health import stored_verdict
     from hammr.eval.runner import EvalProgress, run_samples, sample_key
     from hammr.eval.runner import planned as plan_run
@@ -148,7 +148,11 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
         raise EvalError(f"suite {r.suite!r} has no samples in {r.data_dir}")
     label = suite_label(r.suite)
     name = r.run_name or f"{label}-{system_name}-{date.today().isoformat()}"
-    checkpoint = str(r.bem_checkpoint) if r.bem_checkpoint else None
+    choice = JudgeChoice.of(r.judge, r.bem_checkpoint, cfg)
+    problem = choice.problem()
+    if problem is not None:
+        raise EvalError(problem)
+    checkpoint = choice.checkpoint
     budget = sample_timeout(cfg, r.timeout_s)
     work = work_counted(cfg)
     concurrency = resolve_concurrency(cfg, r.concurrency)
@@ -158,7 +162,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             system=system_name,
             max_steps=r.max_steps,
             cache=False if r.no_cache else None,
-            judge=resolve_judge(r.judge, cfg, checkpoint),
+            judge=resolve_judge(choice.judge, cfg, checkpoint),
             bem_checkpoint=checkpoint,
             timeout_s=budget,
             work=work,

@@ -9,6 +9,7 @@ backends, the metrics), which are expensive and are built once per process.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hammr.agents.system import System
@@ -27,6 +28,37 @@ from hammr.tools.base import ToolContext
 from hammr.work_clock import stall_clock
 
 JUDGES = ("auto", "bem", "llm", "embedding", "none")
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """The judge and BEM checkpoint a run was asked for: the flags, else ``[eval] judge`` and
+    ``[eval] bem_checkpoint`` in the configuration."""
+
+    judge: str
+    """One of :data:`JUDGES` ('auto' is made concrete by :func:`resolve_judge`)."""
+    checkpoint: str | None
+    where: str
+    """Where the checkpoint was given, for messages: '--bem-checkpoint' or the setting."""
+
+    @classmethod
+    def of(cls, judge: str, checkpoint: Path | None, cfg: Config) -> JudgeChoice:
+        asked = judge if judge != "auto" else str(cfg.get("eval.judge"))
+        if checkpoint is not None:
+            return cls(asked, str(checkpoint.expanduser()), "--bem-checkpoint")
+        configured = str(cfg.get("eval.bem_checkpoint") or "")
+        path = str(Path(configured).expanduser()) if configured else None
+        return cls(asked, path, "[eval] bem_checkpoint")
+
+    def problem(self) -> str | None:
+        """Why this choice cannot judge (one line), before anything runs; None when it can."""
+        if self.judge == "bem" and self.checkpoint is None:
+            return "--judge bem needs --bem-checkpoint PATH (or [eval] bem_checkpoint)"
+        if self.checkpoint is not None and self.judge not in ("bem", "auto"):
+            return f"{self.where} goes with --judge bem (or auto), not --judge {self.judge}"
+        if self.checkpoint is not None and not Path(self.checkpoint).is_dir():
+            return f"{self.where} {self.checkpoint}: no such folder (a local BEM checkpoint)"
+        return None
 
 
 def resolve_judge(judge: str, cfg: Config, bem_checkpoint: str | None) -> str:

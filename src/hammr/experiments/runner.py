@@ -119,16 +119,12 @@ class RunOptions:
     progress: bool | None = None
 
 
-def _judge_problem(options: RunOptions) -> str | None:
-    """Why --judge and --bem-checkpoint cannot judge every run (as ``hammr eval`` says)."""
-    checkpoint = options.bem_checkpoint
-    if options.judge == "bem" and checkpoint is None:
-        return "--judge bem needs --bem-checkpoint PATH"
-    if checkpoint is not None and options.judge not in ("bem", "auto"):
-        return f"--bem-checkpoint goes with --judge bem (or auto), not --judge {options.judge}"
-    if checkpoint is not None and not checkpoint.expanduser().is_dir():
-        return f"--bem-checkpoint {checkpoint}: no such folder (a local BEM checkpoint)"
-    return None
+def _judge_problem(options: RunOptions, base: Config) -> str | None:
+    """Why --judge and --bem-checkpoint (or their settings) cannot judge every run (as
+    ``hammr eval`` says)."""
+    from hammr.eval.job import JudgeChoice
+
+    return JudgeChoice.of(options.judge, options.bem_checkpoint, base).problem()
 
 
 @dataclass
@@ -419,7 +415,7 @@ def run_experiment(
         validate(experiment, agent_dir=str(base.get("agent.dir") or ""))
     except ExperimentError as e:
         raise RunnerError(str(e)) from None
-    judge_problem = _judge_problem(options)
+    judge_problem = _judge_problem(options, base)
     if judge_problem is not None:  # refused before any step makes the store
         raise RunnerError(judge_problem)
     steps = plan(experiment, options)
