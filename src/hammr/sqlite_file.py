@@ -351,6 +351,30 @@ def read_tables(path: Path) -> list[str]:
         db.close()
 
 
+def copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of the SQLite file ``source`` at ``target`` (a memory file one
+    experiment shares with another): SQLite's online backup into a file beside ``target``,
+    renamed over it when whole, so a kill never leaves half a copy there. ``sqlite3.Error``
+    or OSError when it cannot be made (nothing is left at ``target`` then)."""
+    part = target.with_name(f"{target.name}.part")
+    with contextlib.suppress(FileNotFoundError):
+        part.unlink()
+    src = connect_read_only(source)
+    try:
+        dst = sqlite3.connect(part)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+        os.replace(part, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise
+    finally:
+        src.close()
+
+
 def _as_not_a_database(e: sqlite3.Error) -> sqlite3.Error:
     if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
         return NotADatabase(str(e))

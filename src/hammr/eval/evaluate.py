@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from hammr.config import Config
     from hammr.eval.run_health import RunVerdict
     from hammr.eval.runner import EvalOutcome
-    from hammr.eval.store import RunInfo, RunSummary
+    from hammr.eval.store import RunInfo, RunStore, RunSummary
 
 Echo = Callable[[str], None]
 
@@ -76,6 +76,10 @@ class EvalRequest:
     """Recorded with the run's settings when the run is made (an experiment's identity)."""
     progress_label: str | None = None
     """The progress bar's label (default: the run's name)."""
+    share_from: tuple[str, ...] = ()
+    """Stored runs made exactly as this one (an experiment vouches: the same system,
+    settings, data and model): their finished answers to this run's samples are copied
+    instead of asked again, when they were judged by the same judge."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +235,8 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     except StoreError as e:
         store.close()
         raise give_up(str(e)) from None
+    if r.share_from:
+        _take_shared(store, name, r.share_from, samples, job.judge, note)
     # --retry-failed: failed records stay stored until their new answers replace them.
     plan, again = plan_run(store, name, samples, retry_failed=r.retry_failed)
     if again:
@@ -320,6 +326,49 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     store_path = store.path
     hold.close()  # lets go of the run, then closes the store
     return EvalResult(name, outcome, summary, store_path, budget, work, verdict)
+
+
+def _take_shared(
+    store: RunStore,
+    name: str,
+    sources: Sequence[str],
+    samples: Sequence[tuple[Any, Any]],
+    judge: str,
+    note: Echo,
+) -> None:
+    """Copy into run ``name`` the finished answers of ``sources`` to its samples that it
+    does not hold yet (:meth:`RunStore.copy_samples`), one line per source that gave any. A
+    source judged otherwise gives nothing; one still being written gives what it has
+    finished (the rest is asked here, and never counted twice: a sample is stored once)."""
+    from hammr.eval.driver_lock import is_alive
+    from hammr.eval.runner import sample_key
+
+    wanted = {sample_key(e, s) for e, s in samples}
+    for source in sources:
+        info = store.run_info(source)
+        if info is None or source == name:
+            continue
+        if info.settings.get("judge") != judge:
+            note(
+                f"run {name}: not sharing run {source}'s answers: it was judged by "
+                f"{info.settings.get('judge')!r}, this run by {judge!r}"
+            )
+            continue
+        todo = wanted - store.done_keys(name)
+        if not todo:
+            return
+        n = store.copy_samples(source, name, todo)
+        if n == 0:
+            continue
+        store.add_shared(name, source, n)
+        said = f"run {name}: {n} of {len(wanted)} samples shared from run {source}, not asked again"
+        holder = store.driver(source)
+        if holder is not None and is_alive(holder):
+            said += (
+                f" ({source} is still being written by {holder.describe()}: only its finished "
+                "samples were taken; the rest are asked here)"
+            )
+        note(said)
 
 
 def _resume_refusal(

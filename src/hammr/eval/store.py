@@ -483,6 +483,54 @@ class RunStore(SqliteFile):
                 )
             return True
 
+    def copy_samples(self, source: str, run: str, keys: Iterable[tuple[str, str]]) -> int:
+        """Copy the stored records of ``source`` with these (dataset, sample_id) keys into
+        ``run``, trace and all (its images are shared by hash), in one transaction; records
+        with a failed status (:data:`FAILED_STATUSES`) and keys ``run`` already holds are
+        left out. Returns how many were copied (a shared run: ``hammr experiment run``)."""
+        wanted = set(keys)
+        if not wanted or source == run:
+            return 0
+        marks = ", ".join("?" for _ in FAILED_STATUSES)
+        have = self._query(
+            "SELECT dataset, sample_id FROM samples WHERE run = ? "
+            f"AND status NOT IN ({marks}) ORDER BY rowid",
+            (source, *FAILED_STATUSES),
+        )
+        todo = [(r[0], r[1]) for r in have if (r[0], r[1]) in wanted]
+        if not todo:
+            return 0
+        columns = ", ".join(("dataset", "sample_id", *_REPLACED_COLUMNS, "attempt"))
+        copied = 0
+        with self._transaction() as db:
+            for dataset, sample_id in todo:  # in the source's order
+                cur = db.execute(
+                    f"INSERT OR IGNORE INTO samples (run, {columns}) SELECT ?, {columns} "
+                    "FROM samples WHERE run = ? AND dataset = ? AND sample_id = ?",
+                    (run, source, dataset, sample_id),
+                )
+                copied += cur.rowcount
+        return copied
+
+    def add_shared(self, run: str, source: str, n: int) -> None:
+        """Count in ``run``'s stored settings (key ``shared_from``: source run -> samples)
+        that ``n`` of its records were copied from ``source`` (:meth:`copy_samples`)."""
+        if n <= 0:
+            return
+        with self._transaction() as db:
+            row = db.execute("SELECT settings FROM runs WHERE name = ?", (run,)).fetchone()
+            if row is None:
+                return
+            settings = json.loads(row[0])
+            shared = settings.get("shared_from")
+            shared = dict(shared) if isinstance(shared, dict) else {}
+            shared[source] = int(shared.get(source, 0)) + n
+            settings["shared_from"] = shared
+            db.execute(
+                "UPDATE runs SET settings = ? WHERE name = ?",
+                (json.dumps(settings, sort_keys=True, default=str), run),
+            )
+
     def _missing_images(self, images: Mapping[str, Image]) -> list[str]:
         if not images:
             return []

@@ -245,6 +245,14 @@ def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> 
     is_flag=True,
     help="Ask again the stored samples that failed (error, timeout, llm_failure).",
 )
+@click.option(
+    "--share/--no-share",
+    default=True,
+    show_default=True,
+    help="Take the stored answers and memory files another experiment made the same way "
+    "(same system, settings, data and model) instead of asking again; the report says "
+    "which run a sample came from.",
+)
 @store_option
 @config_option
 @click.option(
@@ -267,6 +275,7 @@ def run_cmd(
     judge: str,
     bem_checkpoint: Path | None,
     retry_failed: bool,
+    share: bool,
     store_path: Path | None,
     config_path: Path | None,
     progress: bool | None,
@@ -281,7 +290,9 @@ def run_cmd(
     (every one, or more than half for one cause, e.g. images missing from --data-dir) is a
     failed step, named with its cause; --retry-failed asks them again. A stored run made
     with another model or another setting that changes answers is refused in one line:
-    give --prefix to keep both. Exit status: 0 every step with data finished, 1 a step
+    give --prefix to keep both. What another experiment already asked the same way (HAMMR's
+    Tables 2-4 share their runs) is copied, not asked again (--no-share: ask anew). Exit
+    status: 0 every step with data finished, 1 a step
     failed or stopped partway, 2 bad input (nothing ran), 130 interrupted (run the same
     command again to resume).
     """
@@ -314,6 +325,7 @@ def run_cmd(
         bem_checkpoint=bem_checkpoint,
         retry_failed=retry_failed,
         progress=progress,
+        share=share,
     )
     try:
         outcome = run_experiment(  # a note quotes reasons: a data file's or a model's text

@@ -498,6 +498,13 @@ def _run_lines(
         if paper_judge and judge != paper_judge:
             said += f", where the {experiment.paper} paper used {paper_judge.upper()}"
         lines.append(said)
+    from hammr.experiments.sharing import shared_counts
+
+    for source, n in sorted(shared_counts(info.settings).items()):
+        lines.append(
+            f"{n} sample{'' if n == 1 else 's'} shared from run {source} "
+            "(made the same way by another experiment; asked once)"
+        )
     backend = info.config.get("llm.backend")
     model = info.config.get("llm.model")
     if backend or model:

@@ -117,6 +117,9 @@ class RunOptions:
     bem_checkpoint: Path | None = None
     retry_failed: bool = False
     progress: bool | None = None
+    share: bool = True
+    """Take finished answers and memory files made the same way by another experiment
+    (:mod:`hammr.experiments.sharing`) instead of asking again."""
 
 
 def _judge_problem(options: RunOptions, base: Config) -> str | None:
@@ -572,6 +575,7 @@ def _do_run(
             "planned": run_plan.total,
         },
         progress_label=f"step {i}/{total} run {run.name}",
+        share_from=_run_sources(store, step, cfg) if options.share and run_plan.todo else (),
     )
     outcome.ran.append(key)
     try:
@@ -592,6 +596,13 @@ def _do_run(
         note(f"{head}: {line}")
     if not _failed(store, step, key, head, record_path, blocked, note):
         update_record(record_path, key, {"status": "done"})
+
+
+def _run_sources(store: RunStore, step: PlannedRun, cfg: Config) -> tuple[str, ...]:
+    from hammr.eval.evaluate import recorded_config
+    from hammr.experiments.sharing import run_sources
+
+    return tuple(run_sources(store, step.stored_as, step.identity, recorded_config(cfg)))
 
 
 def _failed(
@@ -630,6 +641,8 @@ def _do_memory(
     outcome: ExperimentOutcome,
     note: Echo,
 ) -> None:
+    from hammr.eval.evaluate import recorded_config
+    from hammr.experiments.sharing import memory_entry
     from hammr.memory.command_error import MemoryCommandError
 
     memory = step.step
@@ -661,9 +674,12 @@ def _do_memory(
         outcome.skipped.append(key)
         note(f"{head}: done ({step.path})")
         return
-    note(f"{head}: writing {step.path}")
+    made_with = recorded_config(cfg)
     step.path.parent.mkdir(parents=True, exist_ok=True)
     outcome.ran.append(key)
+    if options.share and _share_memory(step, store_path, made_with, head, record_path, note):
+        return
+    note(f"{head}: writing {step.path}")
     show = bool(options.progress)
     runs = [step.source.stored_as]
     try:
@@ -695,7 +711,38 @@ def _do_memory(
             f"interrupted in memory step {memory.name!r}; run the same command again to resume",
             code=130,
         ) from None
-    update_record(record_path, key, {"status": "done", "identity": step.identity})
+    update_record(record_path, key, memory_entry(step.path, step.identity, made_with))
+
+
+def _share_memory(
+    step: PlannedMemory,
+    store_path: Path,
+    made_with: Mapping[str, Any],
+    head: str,
+    record_path: Path,
+    note: Echo,
+) -> bool:
+    """Copy a memory file another experiment made the same way to ``step.path``; whether
+    one was (a copy that fails is said, and the step builds its own)."""
+    import sqlite3
+
+    from hammr.experiments.sharing import memory_entry, memory_source
+    from hammr.sqlite_file import copy_database
+
+    source = memory_source(store_path, step.path, step.identity, made_with)
+    if source is None:
+        return False
+    try:
+        copy_database(source, step.path)
+    except (sqlite3.Error, OSError) as e:
+        note(f"hammr: warning: {head}: cannot copy the same memory from {source} ({e}); "
+             "building it")  # fmt: skip
+        return False
+    entry = {**memory_entry(step.path, step.identity, made_with), "shared_from": str(source)}
+    update_record(record_path, step_key(step.step), entry)
+    note(f"{head}: shared: copied {source}, made from the same run with the same settings "
+         "and model, to " + str(step.path))  # fmt: skip
+    return True
 
 
 __all__ = [
