@@ -1,4 +1,14 @@
-"""The HAMMR paper's Fig. C.4 and C.5, replayed with scripted LLMs and real everything else."""
+"""The HAMMR paper's Figs. C.4 and C.5, replayed with scripted LLMs and real everything else.
+
+* Fig. C.4: the dispatcher calls the OCR specialist, which detects the license plates,
+  crops them and reads them (real crop, real tesseract OCR; the detector is scripted).
+* Fig. C.5: the naive generic agent calls a tool that does not exist (``FilterObjects``):
+  hammr lets it recover, and under the paper's harness the run ends there.
+
+Figs. 1, 4, C.1, C.2 and C.3 (the dispatcher and the specialists hammr builds from its agent
+files) are replayed in test_paper_figures_hammr.py; what both share is in
+paper_figures_support.py.
+"""
 
 from __future__ import annotations
 
@@ -10,32 +20,13 @@ from hammr.agent import ReActAgent
 from hammr.backends.llm.base import LLMRequest
 from hammr.backends.llm.scripted import ScriptedLLM
 from hammr.backends.ocr.tesseract import TesseractOCR
-from hammr.tools.base import ToolContext, tool
+from hammr.tools.base import ToolContext
 from hammr.tools.image_tools import CropImage
 from hammr.tools.library import builtin_tools
 from hammr.tools.ocr import OCR
 from hammr.trace import Trace
-from hammr.values import Box, Image
-
-
-def last_observation(request: LLMRequest) -> str:
-    text = request.messages[-1].text()
-    assert text.startswith("[Observe]: ")
-    return re.sub(r" \(stored in '\w+'\)$", "", text[len("[Observe]: ") :])
-
-
-def scripted_detector(boxes: list[list[float]]) -> Any:
-    @tool
-    def DetectObject(image: Image, name: str) -> list[Box]:
-        """Find every instance of an object class; returns labelled boxes.
-
-        Args:
-            image: the image to search.
-            name: the object class, e.g. 'license plate'.
-        """
-        return [Box.from_xywh(b, label=name) for b in boxes]
-
-    return DetectObject
+from hammr.values import Image
+from paper_figures_support import last_observation, scripted_detector
 
 
 @needs_tesseract
