@@ -63,6 +63,9 @@ class Outcome:
     tail: str = ""
     failed: str = ""
     """The first step that failed, as the command's summary says it ('' when none did)."""
+    per_run: dict[str, dict[str, int]] | None = None
+    """Each run of the experiment (its name in the file): questions, model calls and
+    prompt/completion tokens stored (what ``hammr experiment show`` estimates from)."""
 
     def row(self) -> tuple[str, ...]:
         return (
@@ -99,6 +102,31 @@ def _stored(store: Path) -> tuple[int, int, int, int, int]:
     return int(runs), int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
 
+def _per_run(store: Path, experiment: str) -> dict[str, dict[str, int]]:
+    """Questions, model calls and tokens stored per run of ``experiment`` in ``store``."""
+    if not store.exists():
+        return {}
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT run, COUNT(*), COALESCE(SUM(llm_calls), 0), COALESCE(SUM(prompt_tokens), 0),"
+            " COALESCE(SUM(completion_tokens), 0) FROM samples GROUP BY run ORDER BY run"
+        ).fetchall()
+    finally:
+        db.close()
+    head = f"demo.{experiment}."
+    return {
+        str(run)[len(head) :]: {
+            "questions": int(n),
+            "calls": int(calls),
+            "prompt_tokens": int(prompt),
+            "completion_tokens": int(completion),
+        }
+        for run, n, calls, prompt, completion in rows
+        if str(run).startswith(head)
+    }
+
+
 def measure(name: str, timeout_s: float = TIMEOUT_S) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=f"demo-{name}-") as tmp:
         folder = Path(tmp)
@@ -128,7 +156,10 @@ def measure(name: str, timeout_s: float = TIMEOUT_S) -> Outcome:
         wall = time.perf_counter() - started
         load = (load0 + os.getloadavg()[0]) / 2
         runs, questions, calls, prompt, completion = _stored(store)
-    return Outcome(name, wall, code, runs, questions, calls, prompt, completion, load, tail, failed)
+        per_run = _per_run(store, name)
+    return Outcome(
+        name, wall, code, runs, questions, calls, prompt, completion, load, tail, failed, per_run
+    )
 
 
 def markdown(rows: list[Outcome]) -> str:
@@ -146,22 +177,30 @@ def markdown(rows: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def write(rows: list[Outcome], path: Path) -> None:
-    """Record ``rows`` (those that finished) in the package's durations file."""
+def write(rows: list[Outcome], path: Path, *, keep_seconds: bool = False) -> None:
+    """Record ``rows`` (those that finished) in the package's durations file;
+    ``keep_seconds``: the wall times already recorded stay (a re-count of calls and tokens
+    on a machine too busy to time)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data = {"experiments": {}}
     cores = os.cpu_count() or 0
     load = max((o.load for o in rows), default=0.0)
-    data["machine"] = f"a {cores}-core machine (load average up to {load:.1f})"
-    data["date"] = datetime.date.today().isoformat()
+    if not keep_seconds:
+        data["machine"] = f"a {cores}-core machine (load average up to {load:.1f})"
+        data["date"] = datetime.date.today().isoformat()
     for o in rows:
         if o.exit_code in (0, 1):  # 1: a step failed (the reason is kept); else no figure
+            before = data["experiments"].get(o.experiment, {})
+            seconds = before.get("seconds") if keep_seconds else None
             data["experiments"][o.experiment] = {
-                "seconds": round(o.wall_s),
+                "seconds": seconds if isinstance(seconds, int) else round(o.wall_s),
                 "questions": o.questions,
                 "calls": o.calls,
+                "prompt_tokens": o.prompt_tokens,
+                "completion_tokens": o.completion_tokens,
+                "runs": o.per_run or {},
             } | ({"failed": o.failed} if o.exit_code else {})
     data["experiments"] = dict(sorted(data["experiments"].items()))
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -186,6 +225,11 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="experiments (default: every bundled one)")
     parser.add_argument("--markdown", action="store_true", help="print docs rows too")
     parser.add_argument("--write", action="store_true", help="record them in the package")
+    parser.add_argument(
+        "--keep-seconds",
+        action="store_true",
+        help="with --write: keep the recorded wall times (count calls and tokens only)",
+    )
     args = parser.parse_args()
     rows = run(args.names or None)
     table = Table(title="(s) every bundled experiment's --demo, first run, embedded model")
@@ -203,7 +247,7 @@ def main() -> None:
             with_durations_table,
         )
 
-        write(rows, DURATIONS_FILE)
+        write(rows, DURATIONS_FILE, keep_seconds=args.keep_seconds)
         docs = ROOT / "docs" / "experiments.md"
         if docs.exists():
             page = docs.read_text(encoding="utf-8")
