@@ -110,11 +110,33 @@ def paper_numbers_shown(report: str, name: str) -> None:
 
 
 def test_hammr_table3_on_the_demo_data(workspace: Path) -> None:
+    show = hammr(workspace, "experiment", "show", "hammr-table3", "--demo", "--store",
+                 str(workspace / "runs.sqlite"))  # fmt: skip
+    assert show.returncode == 0, show.stderr
+    assert "run hammr (hammr): 8 questions x " in show.stdout, show.stdout
     report = run_and_report(workspace, "hammr-table3")
     assert states(workspace, "hammr-table3") == {"run:naive": "done", "run:hammr": "done"}
     paper_numbers_shown(report, "hammr-table3")
     assert "deviation" in report.lower() and "demo" in report.lower()
+    assert_estimates_agree_with_the_actual_calls(workspace, "hammr-table3")
     assert_finished_runs_ask_nothing_again(workspace, "hammr-table3")
+
+
+def assert_estimates_agree_with_the_actual_calls(where: Path, name: str) -> None:
+    """The estimate each run recorded before it asked anything (what `experiment show`
+    prints) is within 30% of the model calls its questions took."""
+    store = RunStore(where / "runs.sqlite", create=False)
+    try:
+        estimated = actual = 0.0
+        for run in load_experiment(name).runs:
+            stored = stored_run_name(name, run.name, demo=True)
+            info = store.run_info(stored)
+            assert info is not None
+            estimated += float(info.settings["estimate"]["calls"])
+            actual += store.usage([stored])[1]
+    finally:
+        store.close()
+    assert actual > 0 and abs(estimated - actual) <= 0.3 * actual, (estimated, actual)
 
 
 def test_avis_table3_on_the_demo_data(workspace: Path) -> None:

@@ -488,6 +488,58 @@ async def test_an_image_embedder_builds_the_image_viewpoints(
         assert result.hits[0].similarity == pytest.approx(1.0)
 
 
+class JointColourTextEmbedder(ColourTextEmbedder):
+    """A served multimodal embedding model: also takes images and a text in one pass (here
+    the text's words and the first image's colour in one row, weighted 2:1, so a joint row
+    differs from the summed one)."""
+
+    cache_key = "stub-joint"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joint: list[tuple[str, int]] = []
+
+    async def embed_joint(self, items: list[tuple[str, list[Image]]]) -> np.ndarray:
+        self.joint += [(text, len(images)) for text, images in items]
+        words = bag_of_words([text for text, _ in items])
+        colours = await ColourTextEmbedder.embed_images(self, [imgs[0] for _, imgs in items])
+        return 2 * words + colours
+
+
+async def test_a_joint_embedder_embeds_images_and_text_in_one_pass_and_the_bank_says_so(
+    tmp_path: Path, store: RunStore
+) -> None:
+    from hammr.memory.embedders import JOINT, SUMMED, ImageTextViewEmbedder
+
+    emb = JointColourTextEmbedder()
+    view = view_embedder(emb)
+    assert isinstance(view, ImageTextViewEmbedder)
+    assert view.name == "stub-joint views=joint" and view.combines == JOINT
+    viewpoints = ["images", "question+images", "question"]
+    with ExperienceBank(tmp_path / "joint.db", emb, viewpoints=viewpoints) as bank:
+        bank.add(experiences_from_runs(store, "explore").experiences, store)
+        await bank.build()
+        info = bank.info()
+        assert info.image_text_views == JOINT and info.embedder == "stub-joint views=joint"
+        assert f"a viewpoint with images and text: {JOINT}" in info.lines()
+        # only the views holding both went through the joint request, one item each: the
+        # 8 steps hold 4 distinct question+images states, one of them text only (the cup's
+        # image is missing), which went through embed_texts
+        rows = bank.view_rows("question+images")
+        assert len(rows.seqs) == 8 and len(rows.vectors) == 4
+        assert len(emb.joint) == 3 and all(n >= 1 and text for text, n in emb.joint)
+        assert np.linalg.norm(rows.vectors, axis=1) == pytest.approx([1.0] * 4, abs=1e-5)
+    # a dual encoder (no joint request) sums, and says so
+    with ExperienceBank(tmp_path / "summed.db", ColourTextEmbedder(), viewpoints=viewpoints) as b:
+        b.add(experiences_from_runs(store, "explore").experiences, store)
+        await b.build()
+        assert b.info().image_text_views == SUMMED
+        assert b.info().embedder == "stub-colour-text"
+    # a bank built one way is not searched the other
+    with pytest.raises(BankError, match="views=joint"):
+        ExperienceBank(tmp_path / "summed.db", emb)
+
+
 async def test_another_embedder_is_a_clear_error_naming_both(
     tmp_path: Path, store: RunStore
 ) -> None:

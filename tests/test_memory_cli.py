@@ -233,6 +233,58 @@ def test_build_annotates_with_the_annotator_config(
     assert len(hindsight_server.seen) == 3
 
 
+def test_build_annotates_with_the_annotator_settings_and_a_server_down_midway_resumes(
+    tmp_path: Path, store_path: Path, config: Path, hindsight_server: FakeServer
+) -> None:
+    """[memory] annotator_model / annotator_base_url (as an experiment's memory step sets
+    them) over the embedded [llm]; the server fails after its first answer: the build says
+    what was left, and a rerun asks only that."""
+    answered = {"n": 0}
+    good = hindsight_server.responder
+    assert good is not None
+
+    def down_after_one(seen: Seen) -> Reply:
+        answered["n"] += 1
+        return good(seen) if answered["n"] == 1 else Reply(status=500, body={"error": "down"})
+
+    hindsight_server.responder = down_after_one
+    env = {
+        "HAMMR_MEMORY__ANNOTATOR_MODEL": "judge-3",
+        "HAMMR_MEMORY__ANNOTATOR_BASE_URL": hindsight_server.url,
+        "HAMMR_MEMORY__ANNOTATOR_API_KEY_ENV": "",
+        "HAMMR_LLM__MAX_RETRIES": "1",
+    }
+    bank = tmp_path / "bank.db"
+    args = ["memory", "build", "explore", "-o", str(bank), "--store", str(store_path),
+            "--config", str(config), "--no-embed"]  # fmt: skip
+    r = run(args, env)
+    assert r.exit_code == 0, r.stderr
+    assert "by judge-3" in r.stdout
+    assert "not annotated: 2 trajectories (rerun to try again):" in r.stdout
+    assert {s.body["model"] for s in hindsight_server.seen} == {"judge-3"}
+    with ExperienceBank(bank) as b:
+        done = [s for s in b.experiences() if s.annotation]
+    assert done and {s.annotation.annotator for s in done if s.annotation} == {"judge-3"}
+
+    hindsight_server.responder = good
+    before = len(hindsight_server.seen)
+    again = run(args, env)
+    assert again.exit_code == 0, again.stderr
+    assert len(hindsight_server.seen) - before == 2  # only the two left, each once
+    assert "in 2 of 2 trajectories by judge-3" in again.stdout
+
+
+def test_an_annotator_model_for_the_embedded_backend_is_one_line(
+    tmp_path: Path, store_path: Path, config: Path
+) -> None:
+    r = run(["memory", "build", "explore", "-o", str(tmp_path / "bank.db"), "--store",
+             str(store_path), "--config", str(config), "--no-embed"],
+            {"HAMMR_MEMORY__ANNOTATOR_MODEL": "gpt-4o"})  # fmt: skip
+    msg = error_line(r)
+    assert "memory.annotator_model = 'gpt-4o' names a served model" in msg
+    assert "memory.annotator_base_url" in msg
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 

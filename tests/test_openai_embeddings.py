@@ -141,6 +141,29 @@ async def test_one_chat_request_per_image_in_order(
     assert np.linalg.norm(rows, axis=1) == pytest.approx([1.0, 1.0, 1.0], abs=1e-6)
 
 
+async def test_images_and_a_text_go_together_in_one_request_per_item(server: FakeServer) -> None:
+    """A viewpoint holding both (MuSEAgent's joint state embedding): its images as image_url
+    parts, then its text, in one request; rows in item order."""
+
+    def joint_vectors(seen: Seen) -> Reply:
+        content = seen.body["messages"][0]["content"]
+        kinds = [p["type"] for p in content]
+        assert kinds[-1] == "text" and set(kinds[:-1]) == {"image_url"}
+        return reply_rows([[float(len(kinds) - 1), *text_vector(content[-1]["text"])]])
+
+    server.responder = joint_vectors
+    e = embedder(server, concurrency=1, text_prompt="query: ")
+    items = [("red things", [solid((250, 0, 0))]), ("two blues", [solid((0, 0, 250))] * 2)]
+    rows = await e.embed_joint(items)
+    assert len(server.seen) == 2
+    texts = [seen.body["messages"][0]["content"][-1]["text"] for seen in server.seen]
+    assert texts == ["query: red things", "query: two blues"]
+    for row, (text, images) in zip(rows, items, strict=True):
+        expected = unit([float(len(images)), *text_vector("query: " + text)])
+        assert row == pytest.approx(expected, abs=1e-6)
+    assert (await e.embed_joint([])).shape == (0, 0)
+
+
 async def test_texts_are_batched_and_rows_follow_index_not_reply_order(
     server: FakeServer,
 ) -> None:

@@ -178,8 +178,16 @@ DEFAULTS: dict[str, Any] = {
         "viewpoints": "",
         # only experiences from datasets other than the question's (the out-of-domain setting)
         "out_of_domain": False,
-        # one hit per source task
+        # one hit per source task (MuSEAgent ranks plain top-k by cosine similarity)
         "dedupe": True,
+        # the hindsight model that scores and explains each explored step (`hammr memory
+        # build`; its --annotator-config / --annotator-model go over these): a model name
+        # ("" = the [llm] model), asked on the [llm] server unless annotator_base_url names
+        # another OpenAI-compatible one (its API key read from annotator_api_key_env, ""
+        # = [llm]'s). MuSEAgent's Table 5 compares four such models
+        "annotator_model": "",
+        "annotator_base_url": "",
+        "annotator_api_key_env": "",
         # beyond the paper: HAMMR agents that also get SearchExperiences over the bank at
         # path (comma-separated agent names, or "all": every agent but the dispatcher)
         "agents": "",

@@ -108,6 +108,13 @@ PAPER_SETTINGS: tuple[PaperSetting, ...] = (
         "every_step",
         "the bank is consulted before each action",
     ),
+    PaperSetting(
+        "memory.dedupe",
+        "muse",
+        False,
+        "plain top-k by cosine similarity (its Wide Search): several hits may come from one "
+        "explored task",
+    ),
 )
 """Every setting whose paper value differs from our default, in the order of the papers."""
 

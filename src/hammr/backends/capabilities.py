@@ -90,6 +90,14 @@ class ImageTextEmbedder(Protocol):
 
 
 @runtime_checkable
+class JointEmbedder(Protocol):
+    """A 'similarity' backend that also embeds images and a text together, in one pass (a
+    served multimodal embedding model), L2-normalised: one row per (text, images) item."""
+
+    async def embed_joint(self, items: list[tuple[str, list[Image]]]) -> np.ndarray: ...
+
+
+@runtime_checkable
 class TextEmbedder(Protocol):
     """The 'embed' capability: text retrieval embeddings, L2-normalised rows."""
 

@@ -909,6 +909,19 @@ class RunStore(SqliteFile):
         ]
         return RunSummary(info, done, mean, statuses, groups, latency, p_tok, c_tok)
 
+    def usage(self, runs: Iterable[str]) -> tuple[int, int, int, int]:
+        """(samples, model calls, prompt tokens, completion tokens) stored over ``runs``."""
+        names = list(runs)
+        if not names:
+            return 0, 0, 0, 0
+        marks = ", ".join("?" for _ in names)
+        row = self._query(
+            "SELECT COUNT(*), COALESCE(SUM(llm_calls), 0), COALESCE(SUM(prompt_tokens), 0), "
+            f"COALESCE(SUM(completion_tokens), 0) FROM samples WHERE run IN ({marks})",
+            names,
+        )[0]
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
     def has_ground_truth(self, run: str) -> bool:
         """Whether any sample of ``run`` has a ground truth. A run of questions asked without
         one (served by `hammr serve`, a trace from `hammr ask`) has scores of 0 that mean

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,9 @@ class Measured:
     date: str
     failed: str = ""
     """The step that failed on the embedded default, as the command said it ('' if none)."""
+    runs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Per run (its name in the file): questions, calls, prompt_tokens and
+    completion_tokens stored (what :mod:`hammr.experiments.cost` estimates from)."""
 
     def line(self) -> str:
         from hammr.eval.duration import spoken
@@ -61,11 +64,22 @@ def read_durations(text: str | None = None) -> dict[str, Measured]:
                 machine,
                 date,
                 str(r.get("failed", "")),
+                _runs(r.get("runs")),
             )
             for name, r in rows.items()
         }
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def _runs(value: Any) -> dict[str, dict[str, int]]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {
+        str(run): {str(k): int(v) for k, v in figures.items() if isinstance(v, int)}
+        for run, figures in value.items()
+        if isinstance(figures, Mapping)
+    }
 
 
 DOCS_BEGIN = "<!-- demo-durations: generated from src/hammr/experiments/demo_durations.json -->"

@@ -86,12 +86,34 @@ def _value(value: Any) -> str:
 @experiment.command("show")
 @click.argument("name_or_file")
 @click.option("--demo", is_flag=True, help="Show the runs as --demo would make them.")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Count the questions the runs would ask in this data folder (as `run` draws them).",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), help="Questions per suite entry, as `run --limit`."
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="As `run --seed`.")
 @prefix_option("The prefix of the stored run names.")
 @store_option
-def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None) -> None:
+@config_option
+def show_cmd(
+    name_or_file: str,
+    demo: bool,
+    data_dir: Path | None,
+    limit: int | None,
+    seed: int,
+    prefix: str,
+    store_path: Path | None,
+    config_path: Path | None,
+) -> None:
     """An experiment's runs in order (with their settings), memory steps, tables with the
     paper's numbers and deviations; checks that everything it names exists in hammr, and
-    says which steps the store already holds."""
+    says which steps the store already holds. Ends with a cost estimate: each run's
+    questions (counted in --data-dir, else bounded by the limit) times the model calls and
+    tokens one question took where it was measured (the run's own stored questions, stored
+    runs of the same system and model, or the embedded model's --demo run)."""
     from hammr.experiments import ExperimentError
     from hammr.experiments.spec import Run, stored_run_name
     from hammr.experiments.validate import demo_cell, validate
@@ -107,7 +129,6 @@ def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None
     out: list[str] = [f"{e.name}: {e.title}", f"  paper: {e.paper}; source: {e.source}"]
     if e.description:
         out.append(f"  {' '.join(e.description.split())}")
-    limit = e.data.limit
     if demo:
         from hammr.experiments.demo_time import read_durations
 
@@ -118,7 +139,8 @@ def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None
         if measured is not None:
             out.append(f"  {measured.line()}")
     else:
-        out.append(f"  samples per suite entry: {limit if limit else 'all'} (--limit overrides)")
+        per_entry = e.data.limit or "all"
+        out.append(f"  samples per suite entry: {per_entry} (--limit overrides)")
     order = e.order()
     out.append(f"steps ({len(order)}):")
     for i, step in enumerate(order, 1):
@@ -163,8 +185,35 @@ def show_cmd(name_or_file: str, demo: bool, prefix: str, store_path: Path | None
     if e.deviations:
         out.append("deviations from the paper:")
         out.extend(f"  - {d}" for d in e.deviations)
+    out += _estimate(e, demo, data_dir, limit, seed, prefix, store_path, config_path)
     for line in out:
         echo(safe_line(line))
+
+
+def _estimate(
+    e: Experiment,
+    demo: bool,
+    data_dir: Path | None,
+    limit: int | None,
+    seed: int,
+    prefix: str,
+    store_path: Path | None,
+    config_path: Path | None,
+) -> list[str]:
+    from hammr.config import ConfigError, load_config
+    from hammr.eval.evaluate import recorded_config
+    from hammr.experiments.cost import experiment_estimate
+    from hammr.experiments.runner import RunnerError, RunOptions
+
+    if data_dir is None:
+        data_dir = DEMO_DIR if demo else Path(".")
+    try:
+        config = recorded_config(load_config(config_path))
+        options = RunOptions(data_dir=data_dir, demo=demo, limit=limit, prefix=prefix,
+                             seed=seed, store_path=store_path)  # fmt: skip
+        return experiment_estimate(e, options, config)
+    except (ConfigError, RunnerError) as err:
+        fail(str(err))
 
 
 def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> dict[str, Any]:

@@ -503,7 +503,7 @@ def _run_lines(
     for source, n in sorted(shared_counts(info.settings).items()):
         lines.append(
             f"{n} sample{'' if n == 1 else 's'} shared from run {source} "
-            "(made the same way by another experiment; asked once)"
+            "(made the same way; asked once)"
         )
     backend = info.config.get("llm.backend")
     model = info.config.get("llm.model")
@@ -713,6 +713,21 @@ def build_report(
         "¹, ² (raised numbers) = the notes under the table (why a cell is empty, or that its run "
         "stopped part way)."
     ]
+    if store is not None:
+        from hammr.experiments.cost import actual_lines
+
+        stored = {
+            run.name: stored_run_name(experiment.name, run.name, prefix=prefix, demo=demo)
+            for run in experiment.runs
+        }
+        cost = actual_lines(store, stored)
+        if cost:
+            notes.append(
+                "Cost: the model calls and tokens each run's stored questions took, beside "
+                "the estimate made when it started (`hammr experiment show` prints one "
+                "before a run):"
+            )
+            notes.extend(f"  {line}" for line in cost)
     return ExperimentReport(
         experiment,
         prefix,

@@ -172,7 +172,7 @@ class ExperimentOutcome:
 # --- planning --------------------------------------------------------------------------------
 
 
-def _store_path(options: RunOptions) -> Path:
+def store_path_of(options: RunOptions) -> Path:
     from hammr.eval.store import default_store_path
 
     path = options.store_path if options.store_path is not None else default_store_path()
@@ -227,7 +227,7 @@ def plan(experiment: Experiment, options: RunOptions) -> list[PlannedRun | Plann
         raise RunnerError(
             f"experiment {experiment.name!r} has no [data] demo_suite, so --demo cannot run it"
         )
-    store_path = _store_path(options)
+    store_path = store_path_of(options)
     limit = options.limit if options.limit is not None else data.limit
     budget: dict[str, Any] = {}
     if options.demo:
@@ -425,7 +425,7 @@ def run_experiment(
     data_dir = options.data_dir.expanduser()
     if not data_dir.is_dir():
         raise RunnerError(f"--data-dir {options.data_dir}: no such folder")
-    store_path = _store_path(options)
+    store_path = store_path_of(options)
     record_path = state_path(store_path, experiment.name, prefix=options.prefix, demo=options.demo)
     try:
         check_record(record_path)
@@ -573,6 +573,7 @@ def _do_run(
             "demo": options.demo,
             "identity": step.identity,
             "planned": run_plan.total,
+            "estimate": _estimate(experiment, step, store, cfg, options, run_plan.total),
         },
         progress_label=f"step {i}/{total} run {run.name}",
         share_from=_run_sources(store, step, cfg) if options.share and run_plan.todo else (),
@@ -596,6 +597,23 @@ def _do_run(
         note(f"{head}: {line}")
     if not _failed(store, step, key, head, record_path, blocked, note):
         update_record(record_path, key, {"status": "done"})
+
+
+def _estimate(
+    experiment: Experiment,
+    step: PlannedRun,
+    store: RunStore,
+    cfg: Config,
+    options: RunOptions,
+    questions: int,
+) -> dict[str, Any]:
+    """The run's cost as estimated before it asks anything (kept with a new run, for the
+    report to put beside what it took: :mod:`hammr.experiments.cost`)."""
+    from hammr.eval.evaluate import recorded_config
+    from hammr.experiments.cost import RunEstimate, per_question
+
+    found = per_question(store, experiment, step, recorded_config(cfg), demo=options.demo)
+    return RunEstimate(step.run.name, step.run.system, questions, "", found).recorded()
 
 
 def _run_sources(store: RunStore, step: PlannedRun, cfg: Config) -> tuple[str, ...]:
@@ -754,4 +772,5 @@ __all__ = [
     "check_identities",
     "plan",
     "run_experiment",
+    "store_path_of",
 ]

@@ -218,6 +218,9 @@ class BankInfo:
     missing_images: int
     """Distinct image hashes stored states refer to that the bank does not hold."""
     viewpoints: tuple[ViewpointInfo, ...]
+    image_text_views: str = ""
+    """How a viewpoint holding images and text became one vector (the embedder's
+    ``combines``: joint or summed); '' when the embedder sees no images or did not say."""
 
     def built(self) -> tuple[str, ...]:
         """Viewpoints that can be searched (built, or partly built)."""
@@ -245,6 +248,10 @@ class BankInfo:
             f"images: {self.images} stored"
             + (f", {self.missing_images} missing from the runs" if self.missing_images else ""),
             f"embedder: {emb}",
+        ]
+        if self.image_text_views:
+            out.append(f"a viewpoint with images and text: {self.image_text_views}")
+        out += [
             "viewpoints:",
         ]
         for v in self.viewpoints:
@@ -691,6 +698,7 @@ class ExperienceBank(SqliteFile):
                             ("embedder", emb.name),
                             ("dim", str(dim)),
                             ("sees_images", "1" if emb.sees_images else "0"),
+                            ("image_text_views", str(getattr(emb, "combines", "") or "")),
                         ],
                     )
                 elif recorded[0] != emb.name:
@@ -836,6 +844,7 @@ class ExperienceBank(SqliteFile):
             embedder=self.embedder_name,
             dim=self.dim,
             sees_images=None if sees is None else sees == "1",
+            image_text_views=self._meta("image_text_views") or "",
             experiences=int(n),
             annotated=int(annotated),
             from_correct=int(correct),

@@ -10,9 +10,14 @@ hammr's embedding backends:
   symmetric similarity task, and a stored state is not a passage that answers a query;
 * a 'similarity' backend (:class:`~hammr.backends.capabilities.ImageTextEmbedder`: CLIP or
   SigLIP through transformers, a multimodal model behind ``/v1/embeddings``): text through
-  ``embed_texts``, each image through ``embed_images``, and a view with both is the
-  normalised sum of its text vector and the mean of its image vectors (one shared space, so
-  the text and the images weigh alike).
+  ``embed_texts``, each image through ``embed_images``. A view with both is embedded in one
+  pass where the backend can (:class:`~hammr.backends.capabilities.JointEmbedder`: a served
+  multimodal embedding model takes the images and the text in one request, as MuSEAgent
+  embeds a state), and its name then says ``views=joint``, so a bank made one way is never
+  searched the other. A dual encoder (CLIP, SigLIP) cannot: the view is then the normalised
+  sum of its text vector and the mean of its image vectors (one shared space, so the text and
+  the images weigh alike). :attr:`ImageTextViewEmbedder.combines` says which, and the bank
+  records it.
 
 An embedder's ``name`` is what the bank records and compares, named as every cache of
 embeddings names it (:func:`hammr.backends.capabilities.embedder_name`: the backend's string
@@ -28,7 +33,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from hammr.backends.capabilities import ImageTextEmbedder, TextEmbedder, embedder_name
+from hammr.backends.capabilities import (
+    ImageTextEmbedder,
+    JointEmbedder,
+    TextEmbedder,
+    embedder_name,
+)
 from hammr.memory.viewpoints import ViewInput
 from hammr.values import Image
 
@@ -87,6 +97,10 @@ class TextViewEmbedder:
         return normalised(await self.backend.embed_queries(texts), len(texts), self.name)
 
 
+JOINT = "joint: its images and text in one request to the embedding model"
+SUMMED = "summed: the normalised sum of its text vector and the mean of its image vectors"
+
+
 class ImageTextViewEmbedder:
     """A 'similarity' backend (images and texts in one space) as a :class:`ViewEmbedder`."""
 
@@ -94,11 +108,37 @@ class ImageTextViewEmbedder:
 
     def __init__(self, backend: ImageTextEmbedder, name: str | None = None) -> None:
         self.backend = backend
-        self.name = _required_name(backend, name)
+        self.joint = isinstance(backend, JointEmbedder)
+        self.name = _required_name(backend, name) + (" views=joint" if self.joint else "")
+        self.combines = JOINT if self.joint else SUMMED
+        """How a view holding images and text becomes one vector (the bank records it)."""
 
     async def embed(self, views: Sequence[ViewInput]) -> np.ndarray:
         if not views:
             return np.zeros((0, 0), dtype=np.float32)
+        both = [i for i, v in enumerate(views) if self.joint and v.text and v.images]
+        if not both:
+            return await self._summed(views)
+        assert isinstance(self.backend, JointEmbedder)
+        joint = normalised(
+            await self.backend.embed_joint([(views[i].text, list(views[i].images)) for i in both]),
+            len(both),
+            self.name,
+        )
+        rest = [i for i in range(len(views)) if i not in set(both)]
+        separate = await self._summed([views[i] for i in rest]) if rest else None
+        if separate is not None and separate.shape[1] != joint.shape[1]:
+            raise EmbedderError(
+                f"{self.name} returned joint rows and single rows of different sizes "
+                f"{ {joint.shape[1], separate.shape[1]} }"
+            )
+        out = np.zeros((len(views), joint.shape[1]), dtype=np.float32)
+        out[both] = joint
+        if separate is not None:
+            out[rest] = separate
+        return out
+
+    async def _summed(self, views: Sequence[ViewInput]) -> np.ndarray:
         texts = [v.text for v in views if v.text]
         images: list[Image] = [img for v in views for img in v.images]
         text_rows = (
@@ -153,6 +193,8 @@ def view_embedder(backend: object, name: str | None = None) -> ViewEmbedder:
 
 
 __all__ = [
+    "JOINT",
+    "SUMMED",
     "EmbedderError",
     "ImageTextViewEmbedder",
     "TextViewEmbedder",

@@ -501,10 +501,8 @@ def _annotate(
     from hammr.factory import build_llm, grammar_setting
     from hammr.memory.annotate import HindsightAnnotator, annotate_bank
 
-    acfg = _load_config(annotator_config) if annotator_config is not None else cfg
-    if annotator_model:
-        acfg = replace(acfg, data={**acfg.data, "llm": {**acfg.section("llm")}})
-        acfg.data["llm"]["model"] = annotator_model
+    from_file = _load_config(annotator_config) if annotator_config is not None else None
+    acfg = annotator_llm_config(cfg, from_file, annotator_model)
     try:
         llm = build_llm(acfg, cache=cache)
     except (ConfigError, LLMError) as e:
@@ -522,6 +520,37 @@ def _annotate(
     report = run_sync(go())
     for line in report.lines():
         say(safe_text(line))  # failures quote the hindsight model
+
+
+def annotator_llm_config(cfg: Config, from_file: Config | None, model: str | None) -> Config:
+    """The configuration whose [llm] writes the hindsight annotations: --annotator-config's
+    (``from_file``), else ``cfg`` with its [memory] annotator_model / annotator_base_url /
+    annotator_api_key_env over its [llm]; --annotator-model (``model``) over either.
+    MemoryCommandError when a model is named for the embedded backend, which runs only the
+    model it ships."""
+    if from_file is not None:
+        acfg = from_file
+    else:
+        llm = dict(cfg.section("llm"))
+        named = str(cfg.get("memory.annotator_model") or "")
+        base_url = str(cfg.get("memory.annotator_base_url") or "")
+        if base_url:
+            llm.update(backend="openai", base_url=base_url, model=named or llm.get("model", ""))
+            key_env = str(cfg.get("memory.annotator_api_key_env") or "")
+            if key_env:
+                llm["api_key_env"] = key_env
+        elif named:
+            if llm.get("backend") == "embedded":
+                raise MemoryCommandError(
+                    f"memory.annotator_model = {named!r} names a served model, but [llm] is "
+                    "the embedded model: set memory.annotator_base_url to an "
+                    "OpenAI-compatible server that serves it, or [llm] to one"
+                )
+            llm["model"] = named
+        acfg = replace(cfg, data={**cfg.data, "llm": llm})
+    if model:
+        acfg = replace(acfg, data={**acfg.data, "llm": {**acfg.section("llm"), "model": model}})
+    return acfg
 
 
 def _build_bar(show: bool) -> Any:

@@ -14,6 +14,10 @@ Multimodal" and the Embeddings API of the OpenAI-compatible server):
 - one image per request, chat style: ``{"model": M, "messages": [{"role": "user", "content":
   [{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}, {"type": "text",
   "text": image_prompt}]}], "encoding_format": "float"}``;
+- images with a text, jointly (:meth:`OpenAIEmbedder.embed_joint`, an experience bank's
+  viewpoint holding both: MuSEAgent embeds a state's images and text in one pass), one
+  request per item, chat style: the item's images as ``image_url`` parts, then its text as
+  the ``text`` part;
 - the reply ``{"data": [{"index": i, "embedding": [...]}, ...]}``, put back in ``index`` order.
 
 Images whose longer side is above ``max_image_side`` are scaled down to it first (0: never).
@@ -155,6 +159,14 @@ class OpenAIEmbedder(OpenAIStyleClient):
         """The 'embed' capability: the same as :meth:`embed_texts`."""
         return await self.embed_texts(texts)
 
+    async def embed_joint(self, items: list[tuple[str, list[Image]]]) -> np.ndarray:
+        """One L2-normalised row per (text, images) item, both in one request each (see the
+        module docstring), in order."""
+        if not items:
+            return np.zeros((0, 0), dtype=np.float32)
+        rows = await gather_all([self._embed_joint(text, images) for text, images in items])
+        return _stack(rows, self.endpoint)
+
     def _client_error(
         self, resp: httpx.Response, url: str, body: dict[str, Any] | None = None
     ) -> Exception:
@@ -172,13 +184,21 @@ class OpenAIEmbedder(OpenAIStyleClient):
 
     def image_body(self, image: Image) -> dict[str, Any]:
         """The request body for one image (downscaled as ``max_image_side`` says)."""
-        size = send_size(image.width, image.height, self.max_image_side)
-        if size != (image.width, image.height):
-            image = Image(image.pixels.resize(size, PILImage.Resampling.LANCZOS))
-        content: list[dict[str, Any]] = [
-            {"type": "image_url", "image_url": {"url": ImagePart(image).data_url()}},
-            {"type": "text", "text": self.image_prompt},
-        ]
+        return self.joint_body(self.image_prompt, [image], clip=False)
+
+    def joint_body(
+        self, text: str, images: Sequence[Image], *, clip: bool = True
+    ) -> dict[str, Any]:
+        """The request body for images and a text embedded together (each image downscaled as
+        ``max_image_side`` says; the text cut as every embedded text is)."""
+        content: list[dict[str, Any]] = []
+        for image in images:
+            size = send_size(image.width, image.height, self.max_image_side)
+            if size != (image.width, image.height):
+                image = Image(image.pixels.resize(size, PILImage.Resampling.LANCZOS))
+            content.append({"type": "image_url", "image_url": {"url": ImagePart(image).data_url()}})
+        said = clip_for_embedding([self.text_prompt + text])[0] if clip else text
+        content.append({"type": "text", "text": said})
         return {
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
@@ -196,6 +216,11 @@ class OpenAIEmbedder(OpenAIStyleClient):
     async def _embed_image(self, image: Image) -> np.ndarray:
         async with self._limit.current(self.concurrency):
             body = await asyncio.to_thread(self.image_body, image)
+            return (await self._post(body, 1))[0]
+
+    async def _embed_joint(self, text: str, images: list[Image]) -> np.ndarray:
+        async with self._limit.current(self.concurrency):
+            body = await asyncio.to_thread(self.joint_body, text, images)
             return (await self._post(body, 1))[0]
 
     async def _embed_chunk(self, texts: list[str]) -> list[np.ndarray]:
