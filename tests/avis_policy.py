@@ -17,6 +17,8 @@ KINDS = {
     "plan": "Your goal is to answer this query",
     "object": "Pick the object that best helps",
     "reason": "Judge whether",
+    "reason_paper": "Think step by step. You are given",
+    "reason_file": "PUBLISHED REASONER",
     "llm_qa": "Answer the question in a few words",
     "evidence": "Answer a question about an image in a few words",
 }
@@ -48,11 +50,14 @@ class AvisPolicy:
     scripts: dict[str, list[Reply]]
     calls: list[tuple[str, str]] = field(default_factory=list)
     """(kind, prompt) of every call, in order."""
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+    """(prompt, the grammar it was sent with) of every call, in order."""
 
     def __call__(self, request: LLMRequest) -> str:
         prompt = request.messages[-1].text()
         kind = kind_of(prompt)
         self.calls.append((kind, prompt))
+        self.requests.append((prompt, request.grammar))
         queue = self.scripts.get(kind)
         if not queue:
             raise AssertionError(f"no scripted reply left for a {kind} call")

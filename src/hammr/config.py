@@ -132,6 +132,12 @@ DEFAULTS: dict[str, Any] = {
         # avis-autonomous's planner shows each action's worked examples (true); false: the
         # task descriptions only, as the paper's no-graph baseline ran
         "autonomous_examples": True,
+        # the reasoner's prompt and reply format: hammr (a verdict line under a grammar) or
+        # paper (the paper's format, Listings 5-7: think step by step, then "Answer is ..."
+        # or "cannot be answered", read as its loop reads it; in our words unless
+        # prompt_file holds the published texts: see hammr.avis.paper_prompts)
+        "prompts": "hammr",
+        "prompt_file": "",
     },
     # hammr eval and experiment run, where their flags say nothing
     "eval": {
@@ -210,6 +216,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "vlm.box_format": ("auto", "absolute", "qwen2-1000", "normalized"),
     "eval.judge": ("auto", "bem", "llm", "embedding", "none"),
     "mulprog.examples": ("nearest", "all"),
+    "avis.prompts": ("hammr", "paper"),
     "memory.policy": ("agent", "every_step"),
     "memory.deep_search": ("upfront", "per_round"),
     "memory.sources": ("correct", "incorrect", "both"),

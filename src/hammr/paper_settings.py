@@ -79,6 +79,14 @@ PAPER_SETTINGS: tuple[PaperSetting, ...] = (
         "the no-graph baseline's planner sees task descriptions only, no worked examples",
     ),
     PaperSetting(
+        "avis.prompts",
+        "avis",
+        "paper",
+        "the reasoner thinks step by step and writes 'Answer is ...' or 'cannot be answered', "
+        "read as its loop reads it (Listings 5-7; in hammr's words unless avis.prompt_file "
+        "holds the published texts)",
+    ),
+    PaperSetting(
         "mulprog.examples",
         "mulprog",
         "all",

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from hammr.avis.graph import ActionSpec
 from hammr.avis.prompts import (
     PLANNER_EXAMPLES,
-    PlannerExample,
+    ShownExample,
     decompose_prompt,
     planner_prompt,
 )
@@ -35,7 +35,7 @@ class Planner:
         self,
         actions: Mapping[str, ActionSpec],
         *,
-        examples: Mapping[str, Sequence[PlannerExample]] | None = PLANNER_EXAMPLES,
+        examples: Mapping[str, Sequence[ShownExample]] | None = PLANNER_EXAMPLES,
         grammar: bool | None = None,
     ) -> None:
         """``examples=None``: the prompt shows the candidates' descriptions and no worked

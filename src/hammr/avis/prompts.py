@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from hammr.avis.graph import ActionSpec, Phase
 
@@ -168,6 +169,22 @@ Question: {question}
 Answer:"""
 
 
+class ShownExample(Protocol):
+    """A worked example as the planner's prompt shows it."""
+
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class VerbatimExample:
+    """A worked example given as its whole text (``avis.prompt_file``'s, shown as it is)."""
+
+    body: str
+
+    def text(self) -> str:
+        return self.body.strip()
+
+
 @dataclass(frozen=True)
 class PlannerExample:
     query: str
@@ -281,7 +298,7 @@ def planner_prompt(
     query: str,
     context: str,
     candidates: Sequence[ActionSpec],
-    examples: Mapping[str, Sequence[PlannerExample]] | None = PLANNER_EXAMPLES,
+    examples: Mapping[str, Sequence[ShownExample]] | None = PLANNER_EXAMPLES,
 ) -> str:
     """The planner's prompt: only the candidates' descriptions and examples are shown;
     ``examples=None``: the descriptions alone (the paper's no-graph baseline)."""

@@ -22,17 +22,22 @@ when it is the answer), else one model call over everything found.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hammr.agent import AgentResult, traced
 from hammr.avis.actions import ActionInput, ActionOutcome, ActionRunner, ImageSearch
 from hammr.avis.context import VisualContext, VisualObject, build_context
-from hammr.avis.graph import START, Phase, TransitionGraph
+from hammr.avis.graph import START, ActionSpec, Phase, TransitionGraph
 from hammr.avis.planner import Planner
-from hammr.avis.prompts import PLANNER_EXAMPLES, best_evidence_prompt
+from hammr.avis.prompts import (
+    PLANNER_EXAMPLES,
+    ShownExample,
+    VerbatimExample,
+    best_evidence_prompt,
+)
 from hammr.avis.reasoner import Reasoner
 from hammr.avis.replies import Decomposition, ReplyError
 from hammr.backends.llm.base import LLM, LLMError, LLMRequest, LLMResponse, Message
@@ -43,6 +48,7 @@ from hammr.trace import Step, StepUsage, Trace, encode_value
 from hammr.values import Value
 
 if TYPE_CHECKING:
+    from hammr.avis.paper_prompts import PaperPrompts
     from hammr.systems import Workbench
 
 AGENT = "AVIS"
@@ -450,21 +456,49 @@ def _build(bench: Workbench, *, autonomous: bool) -> AvisSystem:
     grammar = grammar_setting(bench.config)
     # avis.autonomous_examples = false: the paper's no-graph baseline (descriptions only)
     bare = autonomous and not bool(bench.config.get("avis.autonomous_examples", True))
+    paper = _paper_prompts(bench.config)
     index, prepare = _image_index(bench)
     runner = ActionRunner(
         graph.actions, {t.name: t for t in bench.agents.tools}, index, grammar=grammar
     )
+    actions: Mapping[str, ActionSpec] = graph.actions
+    examples: Mapping[str, Sequence[ShownExample]] | None = None if bare else PLANNER_EXAMPLES
+    if paper is not None:
+        actions = {
+            name: replace(spec, description=paper.descriptions.get(name, spec.description))
+            for name, spec in graph.actions.items()
+        }
+        if examples is not None and paper.planner_examples:
+            given = {
+                a: [VerbatimExample(t) for t in ts] for a, ts in paper.planner_examples.items()
+            }
+            examples = {**examples, **given}
     return AvisSystem(
         graph,
         runner,
-        planner=Planner(
-            graph.actions, examples=None if bare else PLANNER_EXAMPLES, grammar=grammar
-        ),
-        reasoner=Reasoner(grammar=grammar),
+        planner=Planner(actions, examples=examples, grammar=grammar),
+        reasoner=Reasoner(grammar=grammar, paper=paper),
         settings=settings_from(bench.config),
         name="avis-autonomous" if autonomous else "avis",
         prepare_index=prepare,
     )
+
+
+def _paper_prompts(config: Any) -> PaperPrompts | None:
+    """``avis.prompts = "paper"``: the paper's reasoner format, with the texts of
+    ``avis.prompt_file`` where one is named (ConfigError, one line, when it cannot be used)."""
+    from hammr.avis.paper_prompts import PaperPrompts, PromptFileError, read_prompt_file
+    from hammr.config import ConfigError
+
+    if str(config.get("avis.prompts", "hammr")) != "paper":
+        return None
+    file = str(config.get("avis.prompt_file") or "")
+    if not file:
+        return PaperPrompts()
+    try:
+        return read_prompt_file(Path(file).expanduser())
+    except PromptFileError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _image_index(bench: Workbench) -> tuple[ImageSearch | None, Any]:

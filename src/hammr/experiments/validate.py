@@ -194,6 +194,7 @@ def validate(experiment: Experiment, *, agent_dir: str = "") -> None:
                     )
     for step in experiment.memories:
         check_settings(step.settings, f"{where} memory {step.name!r}", "its settings")
+    _validate_prompt_style(experiment, where)
     for part, run, cell in _cells(experiment):
         problem = cell_problem(cell, suites[run.name])
         if problem is not None:
@@ -202,6 +203,22 @@ def validate(experiment: Experiment, *, agent_dir: str = "") -> None:
                 f"{run.name!r}'s suite {run.suite!r}: {problem}"
             )
     _validate_demo(experiment, where)
+
+
+PAPER_PROMPT_READERS = {"avis.prompts": ("avis", "avis-autonomous")}
+"""The systems that have paper prompts, per setting that selects them."""
+
+
+def _validate_prompt_style(experiment: Experiment, where: str) -> None:
+    """A paper prompt setting no run's system reads is a mistake, not a no-op."""
+    for key, readers in PAPER_PROMPT_READERS.items():
+        setters = [r for r in experiment.runs if r.settings.get(key) == "paper"]
+        if setters and not any(r.system in readers for r in setters):
+            raise ExperimentError(
+                f"{where} run {setters[0].name!r}: {key} = 'paper' selects the paper's prompts "
+                f"of {' and '.join(readers)}, and no run here is one (system "
+                f"{setters[0].system!r} has no paper prompts)"
+            )
 
 
 def _validate_demo(experiment: Experiment, where: str) -> None:
