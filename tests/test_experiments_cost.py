@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
-import pytest
+from tests import test_experiments_runner as runner_tests
 from tests.test_experiments_runner import (
     EXPERIMENT,
-    REFLECTED,
     chats,
     env_for,
     invoke,
-    respond,
     run_args,
     write_experiment,
 )
@@ -28,14 +25,8 @@ from hammr.experiments.cost import questions
 from hammr.experiments.demo_time import read_durations
 from hammr.experiments.runner import RunOptions, plan
 
-
-@pytest.fixture
-def server() -> Any:
-    s = FakeServer()
-    s.responder = respond
-    REFLECTED.clear()
-    yield s
-    s.close()
+server = runner_tests.server
+"""The scripted server of tests/test_experiments_runner.py (a fixture)."""
 
 
 def estimate_of(out: str) -> list[str]:

@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
-import pytest
+from tests import test_experiments_runner as runner_tests
 from tests.test_experiments_runner import (
     EXPERIMENT,
     REFLECTED,
     chats,
     env_for,
     invoke,
-    respond,
     run_args,
     write_experiment,
 )
@@ -27,14 +25,8 @@ from hammr.eval.store import RunStore
 from hammr.experiments.sharing import memory_share_key, run_share_key
 from hammr.experiments.state import state_path
 
-
-@pytest.fixture
-def server() -> Any:
-    s = FakeServer()
-    s.responder = respond
-    REFLECTED.clear()
-    yield s
-    s.close()
+server = runner_tests.server
+"""The scripted server of tests/test_experiments_runner.py (a fixture)."""
 
 
 def another(tmp_path: Path, name: str, *, max_steps: int = 3) -> Path:
