@@ -5,6 +5,7 @@ server records, so "a re-run costs nothing" is counted, not assumed. Also what
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import sqlite3
@@ -226,15 +227,63 @@ def test_a_suite_without_data_is_no_data_and_the_other_runs_still_go(
     path, data = write_experiment(tmp_path, other_suite=str(missing_suite))
     store = tmp_path / "runs.sqlite"
     code, out, err = invoke(run_args(path, data, store), env_for(server, tmp_path))
-    assert code == 0, err  # every step with data finished
+    assert code == 1, err  # a run it needed had no data at all
     assert "hammr: warning: step 4/4 run ocr (scripted.ocr): no data: suite 'elsewhere'" in err
-    assert "run ocr: no_data: no data: suite 'elsewhere' entry 'signs' needs" in out
+    assert "run ocr: no_data: no data: suite 'elsewhere': entry 'signs' needs" in out
     with RunStore(store) as s:
         assert s.run_info("scripted.ocr") is None and s.count("scripted.reflexion") == 6
         states = step_states(s, load_experiment(path))
     assert states["run:ocr"].status == "no_data"
     assert "not_here/signs.jsonl" in states["run:ocr"].reason
     assert states["run:reflexion"].status == "done"
+
+
+def test_an_entry_without_data_leaves_its_run_to_the_others_until_it_comes_scripted_server(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """The suite entry is the unit of data: 'counts' has no file, so explore runs 'signs'
+    alone, the report's counting cell says why, and the other cells are marked; once the
+    file is there, a re-run asks only its questions."""
+    path, data = write_experiment(tmp_path)
+    counts = data / "counts.jsonl"
+    counts.rename(data / "counts.away")
+    store = tmp_path / "runs.sqlite"
+    env = env_for(server, tmp_path)
+    code, _, err = invoke(run_args(path, data, store), env)
+    assert code == 0, err
+    assert "run explore (scripted.explore): no data for 1 of 2 entries (entry 'counts' needs" in err
+    assert "running the other 1" in err
+    with RunStore(store) as s:
+        assert s.count("scripted.explore") == 3
+        states = step_states(s, load_experiment(path))
+    assert states["run:explore"].status == "done"
+    assert list(states["run:explore"].missing) == ["counts"]
+    code, _, err = invoke(["experiment", "report", str(path), "--store", str(store),
+                             "--csv", str(tmp_path / "t.csv")], env)  # fmt: skip
+    assert code == 0, err
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader((tmp_path / "t.csv").open())}
+    all_cell = rows[("naive", "All")]
+    assert all_cell["status"] == "partial" and "without counts: no data" in all_cell["reason"]
+    assert rows[("naive", "OCR")]["status"] == "ok"  # the signs entry is whole
+
+    counts.parent.joinpath("counts.away").rename(counts)
+    before = chats(server)
+    code, _, err = invoke(run_args(path, data, store), env)
+    assert code == 0, err
+    with RunStore(store) as s:
+        assert s.count("scripted.explore") == 6
+        info = s.run_info("scripted.explore")
+        assert info is not None and info.settings["planned"] == 6
+        states = step_states(s, load_experiment(path))
+    assert states["run:explore"].missing == {}
+    # explore's 3 counting questions, a reflection on the one it got wrong (QID-3: the
+    # memory is remade now that its run is whole), and reflexion's 3 counting questions
+    assert chats(server) - before == 3 + 1 + 3
+    assert "memory refl (reflect from explore): writing" in err
+    code, _, _ = invoke(["experiment", "report", str(path), "--store", str(store),
+                           "--csv", str(tmp_path / "t.csv")], env)  # fmt: skip
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader((tmp_path / "t.csv").open())}
+    assert rows[("naive", "All")]["status"] == "ok"
 
 
 def test_a_run_killed_midway_resumes_asking_only_its_missing_samples(

@@ -25,7 +25,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -517,15 +517,26 @@ class RunStore(SqliteFile):
         that ``n`` of its records were copied from ``source`` (:meth:`copy_samples`)."""
         if n <= 0:
             return
+
+        def count(settings: dict[str, Any]) -> None:
+            shared = settings.get("shared_from")
+            shared = dict(shared) if isinstance(shared, dict) else {}
+            shared[source] = int(shared.get(source, 0)) + n
+            settings["shared_from"] = shared
+
+        self._change_settings(run, count)
+
+    def update_settings(self, run: str, values: Mapping[str, Any]) -> None:
+        """Set these keys of ``run``'s stored settings (the others stay)."""
+        self._change_settings(run, lambda settings: settings.update(values))
+
+    def _change_settings(self, run: str, change: Callable[[dict[str, Any]], None]) -> None:
         with self._transaction() as db:
             row = db.execute("SELECT settings FROM runs WHERE name = ?", (run,)).fetchone()
             if row is None:
                 return
             settings = json.loads(row[0])
-            shared = settings.get("shared_from")
-            shared = dict(shared) if isinstance(shared, dict) else {}
-            shared[source] = int(shared.get(source, 0)) + n
-            settings["shared_from"] = shared
+            change(settings)
             db.execute(
                 "UPDATE runs SET settings = ? WHERE name = ?",
                 (json.dumps(settings, sort_keys=True, default=str), run),

@@ -334,16 +334,16 @@ def run_cmd(
     Steps go in order (exploration, memory, evaluation); each run is a `hammr eval` stored
     as [PREFIX][demo.]EXPERIMENT.RUN, each memory step a `hammr memory build|reflect|
     insights` into a file beside the store. Resumable: a finished run is not asked again, a
-    killed one asks only its missing samples. A suite whose files are missing under
-    --data-dir is skipped with a warning (its cells say why). A run whose samples failed
+    killed one asks only its missing samples. A suite entry whose file is missing under
+    --data-dir is left out with a warning (its cells say why) and the run goes on with the
+    others; a run with no entry's data at all is `no data`. A run whose samples failed
     (every one, or more than half for one cause, e.g. images missing from --data-dir) is a
     failed step, named with its cause; --retry-failed asks them again. A stored run made
     with another model or another setting that changes answers is refused in one line:
     give --prefix to keep both. What another experiment already asked the same way (HAMMR's
     Tables 2-4 share their runs) is copied, not asked again (--no-share: ask anew). Exit
-    status: 0 every step with data finished, 1 a step
-    failed or stopped partway, 2 bad input (nothing ran), 130 interrupted (run the same
-    command again to resume).
+    status: 0 every step finished, 1 a step failed, stopped partway or had no data at all,
+    2 bad input (nothing ran), 130 interrupted (run the same command again to resume).
     """
     from hammr.experiments.runner import RunnerError, RunOptions, run_experiment
     from hammr.experiments.state import RecordError

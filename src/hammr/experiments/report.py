@@ -582,6 +582,51 @@ def _demo_budget_used(experiment: Experiment, infos: Sequence[RunInfo]) -> str:
 # --- the report -----------------------------------------------------------------------------------
 
 
+def _cell_entries(cell: Cell, experiment: Experiment, run: str, demo: bool) -> set[str] | None:
+    """The suite entries a cell of ``run`` reads (None: not a cell over entries)."""
+    from hammr.experiments.validate import load_run_suite
+
+    spec = next(r for r in experiment.runs if r.name == run)
+    suite_name = experiment.data.demo_suite if demo and experiment.data.demo_suite else spec.suite
+    try:
+        suite = load_run_suite(suite_name, () if demo else spec.entries)
+    except (ValueError, FileNotFoundError):
+        return None
+    if cell.kind == "entry":
+        return {cell.arg}
+    if cell.kind == "type":
+        return {e.name for e in suite.entries if e.question_type == cell.arg}
+    if cell.kind == "aggregate":
+        found = next((a for a in suite.aggregates if a.name == cell.arg), None)
+        return set(found.entries) if found is not None else None
+    if cell.kind == "overall":
+        return {e.name for e in suite.entries}
+    return None
+
+
+def _without_data(
+    value: _Value,
+    cell: Cell,
+    missing: Mapping[str, str],
+    experiment: Experiment,
+    run: str,
+    demo: bool,
+) -> _Value:
+    """A cell of a run some of whose entries had no data: none of its entries, 'no data'
+    with why; some, its value marked partial, naming those left out."""
+    entries = _cell_entries(cell, experiment, run, demo)
+    gone = sorted(e for e in entries or () if e in missing)
+    if not gone:
+        return value
+    why = "; ".join(missing[e] for e in gone)
+    if entries is not None and (set(gone) == entries or value.value is None):
+        return _Value(None, status="no_data", reason=f"no data: {why}")
+    if value.status != "ok":
+        return value
+    return _Value(value.value, value.ci, value.n, "partial",
+                  f"without {', '.join(gone)}: no data ({why})", value.unit)  # fmt: skip
+
+
 def _not_filled(state: StepState | None) -> _Value | None:
     if state is None:
         return _Value(None, status="not_run", reason="not run yet")
@@ -690,6 +735,8 @@ def build_report(
                     value = blocked or _Value(None, status="not_run", reason="not run yet")
                 else:
                     value = _compute(cell, rd, labels=by_run, run=row.run, label_cache=label_cache)
+                    if state is not None and state.missing:
+                        value = _without_data(value, cell, state.missing, experiment, row.run, demo)
                     if value.status == "ok" and state is not None and state.status == "partial":
                         value = _Value(
                             value.value,

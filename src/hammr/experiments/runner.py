@@ -19,16 +19,22 @@ Idempotent and resumable:
   model (no model call); a killed run asks only its missing samples (the eval runner skips
   stored ones, so nothing is counted twice); a memory file made from the same identity is
   kept;
-* a suite whose files are missing under the data folder makes that run ``no_data`` (and the
-  steps that need it), with the reason; the other runs still go.
+* a suite entry whose file is missing under the data folder is left out of its run, with
+  the reason; a run none of whose entries has data is ``no_data`` (and the steps that need
+  it), and the other runs still go.
 
 A run whose stored samples are failures (every one, or more than half for one cause:
 :mod:`hammr.eval.run_health`) is a failed step, named with its cause, whether it ran now or
 before; the steps that need it do not run, the others still do.
 
-Exit status (:attr:`ExperimentOutcome.exit_code`): 0 when every step with data finished
-(steps without data are warned about, one line each), 1 when a step failed or stopped
-partway, 2 for bad input (refused before anything ran), 130 when interrupted.
+The suite entry is the unit of data: a run whose suite has some entries without their files
+runs the others (warned about, and the report's cells of the missing entries say why); a
+run with no entry's data at all is ``no_data``.
+
+Exit status (:attr:`ExperimentOutcome.exit_code`): 0 when every step finished (some of its
+entries may have lacked data: warned about, one line each), 1 when a step failed, stopped
+partway or had no data at all, 2 for bad input (refused before anything ran), 130 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -165,7 +171,11 @@ class ExperimentOutcome:
 
     @property
     def exit_code(self) -> int:
-        bad = [s for s in self.states.values() if s.status in ("failed", "partial", "not_run")]
+        bad = [
+            s
+            for s in self.states.values()
+            if s.status in ("failed", "partial", "not_run", "no_data")
+        ]
         return 1 if bad else 0
 
 
@@ -355,16 +365,17 @@ def check_identities(
 # --- running ---------------------------------------------------------------------------------
 
 
-def _missing_data(suite: Suite, data_dir: Path) -> str | None:
-    """Why the suite's data is not there: the first entry whose file is missing."""
+def missing_entries(suite: Suite, data_dir: Path) -> dict[str, str]:
+    """The suite's entries whose file is not under ``data_dir``, each with why (an entry is
+    the unit of data: the others still run)."""
+    out: dict[str, str] = {}
     for entry in suite.entries:
         path = entry.file_path(data_dir)
         if not path.exists():
-            return (
-                f"no data: suite {suite.name!r} entry {entry.name!r} needs {path} "
-                f"({entry.file!r} under the data folder)"
+            out[entry.name] = (
+                f"entry {entry.name!r} needs {path} ({entry.file!r} under the data folder)"
             )
-    return None
+    return out
 
 
 def _run_config(base: Config, experiment: Experiment, step: PlannedRun) -> Config:
@@ -516,12 +527,23 @@ def _do_run(
         return
     suite = load_run_suite(step.suite, step.entries)
     data_dir = options.data_dir.expanduser()
-    missing = _missing_data(suite, data_dir)
-    if missing is not None:
-        update_record(record_path, key, {"status": "no_data", "reason": missing})
-        blocked[key] = missing
-        note(f"hammr: warning: {head}: {missing}")
+    missing = missing_entries(suite, data_dir)
+    present = tuple(e.name for e in suite.entries if e.name not in missing)
+    if not present:
+        reason = f"no data: suite {suite.name!r}: " + "; ".join(missing.values())
+        update_record(record_path, key, {"status": "no_data", "reason": reason})
+        blocked[key] = reason
+        note(f"hammr: warning: {head}: {reason}")
         return
+    done_entry: dict[str, Any] = {"status": "done"}
+    if missing:
+        suite = suite.select(present)
+        done_entry["missing_entries"] = missing
+        note(
+            f"hammr: warning: {head}: no data for {len(missing)} of "
+            f"{len(missing) + len(present)} entries ({'; '.join(missing.values())}); "
+            f"running the other {len(present)}"
+        )
     try:
         samples = suite.samples(
             data_dir, limit=step.limit, seed=options.seed, half=run.split, split_seed=run.split_seed
@@ -539,9 +561,13 @@ def _do_run(
         note(f"hammr: warning: {head}: {reason}")
         return
     run_plan, _ = planned(store, step.stored_as, samples, retry_failed=options.retry_failed)
-    if store.run_info(step.stored_as) is not None and not run_plan.todo:
+    stored = store.run_info(step.stored_as)
+    if stored is not None and stored.settings.get("planned") != run_plan.total:
+        # more (or less) of its data is there than when it started: its plan is this one's
+        store.update_settings(step.stored_as, {"planned": run_plan.total})
+    if stored is not None and not run_plan.todo:
         if not _failed(store, step, key, head, record_path, blocked, note):
-            update_record(record_path, key, {"status": "done"})
+            update_record(record_path, key, done_entry)
             outcome.skipped.append(key)
             note(f"{head}: done ({run_plan.total} samples stored)")
         return
@@ -566,7 +592,7 @@ def _do_run(
         workers=options.workers,
         progress=options.progress,
         config=cfg,
-        entries=step.entries,
+        entries=present if missing else step.entries,
         extra_settings={
             "experiment": experiment.name,
             "experiment_run": run.name,
@@ -596,7 +622,7 @@ def _do_run(
     for line in result_lines(result):
         note(f"{head}: {line}")
     if not _failed(store, step, key, head, record_path, blocked, note):
-        update_record(record_path, key, {"status": "done"})
+        update_record(record_path, key, done_entry)
 
 
 def _estimate(
@@ -684,10 +710,12 @@ def _do_memory(
         note(f"{head}: skipped, {reason}")
         return
     recorded = read_record(record_path).get(key) or {}
+    samples = store.count(info.name)
     if (
         step.path.exists()
         and recorded.get("status") == "done"
         and recorded.get("identity") == step.identity
+        and recorded.get("samples", samples) == samples  # made before its run grew
     ):
         outcome.skipped.append(key)
         note(f"{head}: done ({step.path})")
@@ -695,7 +723,9 @@ def _do_memory(
     made_with = recorded_config(cfg)
     step.path.parent.mkdir(parents=True, exist_ok=True)
     outcome.ran.append(key)
-    if options.share and _share_memory(step, store_path, made_with, head, record_path, note):
+    if options.share and _share_memory(
+        step, store_path, made_with, samples, head, record_path, note
+    ):
         return
     note(f"{head}: writing {step.path}")
     show = bool(options.progress)
@@ -729,13 +759,14 @@ def _do_memory(
             f"interrupted in memory step {memory.name!r}; run the same command again to resume",
             code=130,
         ) from None
-    update_record(record_path, key, memory_entry(step.path, step.identity, made_with))
+    update_record(record_path, key, memory_entry(step.path, step.identity, made_with, samples))
 
 
 def _share_memory(
     step: PlannedMemory,
     store_path: Path,
     made_with: Mapping[str, Any],
+    samples: int,
     head: str,
     record_path: Path,
     note: Echo,
@@ -747,7 +778,7 @@ def _share_memory(
     from hammr.experiments.sharing import memory_entry, memory_source
     from hammr.sqlite_file import copy_database
 
-    source = memory_source(store_path, step.path, step.identity, made_with)
+    source = memory_source(store_path, step.path, step.identity, made_with, samples)
     if source is None:
         return False
     try:
@@ -756,7 +787,10 @@ def _share_memory(
         note(f"hammr: warning: {head}: cannot copy the same memory from {source} ({e}); "
              "building it")  # fmt: skip
         return False
-    entry = {**memory_entry(step.path, step.identity, made_with), "shared_from": str(source)}
+    entry = {
+        **memory_entry(step.path, step.identity, made_with, samples),
+        "shared_from": str(source),
+    }
     update_record(record_path, step_key(step.step), entry)
     note(f"{head}: shared: copied {source}, made from the same run with the same settings "
          "and model, to " + str(step.path))  # fmt: skip

@@ -88,17 +88,30 @@ def run_sources(
 
 
 def memory_entry(
-    path: Path, identity: Mapping[str, Any], config: Mapping[str, Any]
+    path: Path, identity: Mapping[str, Any], config: Mapping[str, Any], samples: int
 ) -> dict[str, Any]:
-    """What a finished memory step records, so another experiment can find its file."""
-    return {"status": "done", "identity": dict(identity), "path": str(path), "config": config}
+    """What a finished memory step records, so another experiment can find its file (and a
+    later run can tell it was made from fewer of its source run's samples than there are
+    now: ``samples``)."""
+    return {
+        "status": "done",
+        "identity": dict(identity),
+        "path": str(path),
+        "config": config,
+        "samples": samples,
+    }
 
 
 def memory_source(
-    store_path: Path, path: Path, identity: Mapping[str, Any], config: Mapping[str, Any]
+    store_path: Path,
+    path: Path,
+    identity: Mapping[str, Any],
+    config: Mapping[str, Any],
+    samples: int,
 ) -> Path | None:
     """A finished memory file of any experiment beside the store made as ``identity`` and
-    ``config`` would make it (other than ``path``), or None."""
+    ``config`` would make it, from ``samples`` of its source run (other than ``path``), or
+    None."""
     folder = experiments_dir(store_path)
     if not folder.is_dir():
         return None
@@ -119,6 +132,8 @@ def memory_source(
                 continue
             found = Path(other)
             if found == path or not found.is_file():
+                continue
+            if entry.get("samples") != samples:
                 continue
             if memory_share_key(theirs) == wanted and same_answers(made_with, config):
                 return found

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,6 +53,8 @@ class StepState:
     status: StepStatus
     reason: str = ""
     """no_data / failed / partial / not_run: one line saying why."""
+    missing: Mapping[str, str] = field(default_factory=dict)
+    """A run's suite entries that had no data when it ran (entry -> why); it ran the others."""
 
 
 def step_key(step: Run | MemoryStep) -> str:
@@ -182,6 +184,8 @@ def _run_state(
     from hammr.eval.run_health import stored_verdict
 
     reason = str(recorded.get("reason", "")) if recorded else ""
+    gaps = recorded.get("missing_entries") if recorded else None
+    missing = {str(k): str(v) for k, v in gaps.items()} if isinstance(gaps, Mapping) else {}
     info = store.run_info(stored)
     if info is None:
         if recorded and recorded.get("status") in ("no_data", "failed", "not_run"):
@@ -193,14 +197,14 @@ def _run_state(
     done = store.count(stored)
     planned = info.settings.get("planned")
     if isinstance(planned, int) and done >= planned:
-        return StepState("run", run.name, stored, "done")
+        return StepState("run", run.name, stored, "done", missing=missing)
     of = f" of {planned}" if isinstance(planned, int) else ""
     why = f"{done}{of} samples stored"
     if reason:
         why += f"; {reason}"
     elif recorded is None or recorded.get("status") != "failed":
         why += "; run the experiment again to finish it"
-    return StepState("run", run.name, stored, "partial", why)
+    return StepState("run", run.name, stored, "partial", why, missing)
 
 
 def _memory_state(step: MemoryStep, path: Path, recorded: Mapping[str, Any] | None) -> StepState:
