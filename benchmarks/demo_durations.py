@@ -5,9 +5,11 @@ Each experiment runs as ``hammr experiment run NAME --demo`` (no ``--limit``: th
 budget's questions per entry, :data:`hammr.experiments.spec.DEMO_LIMIT`) in a fresh folder
 with a fresh store, the defaults' configuration (no hammr.toml, so the embedded SmolLM2 on
 one thread) and the LLM response cache off (``HAMMR_LLM__CACHE=false``), one experiment at
-a time. Printed per experiment: wall seconds, exit status, questions stored, model calls and
-prompt/completion tokens stored, and the machine's load average over the run (other
-programs slow a run on a shared machine; the figures are this machine's, 2 cores).
+a time. Printed per experiment: wall seconds, exit status, questions asked, model calls and
+prompt/completion tokens they took (a question one run shared with another counts once),
+and the machine's load average over the run (other programs slow a run on a shared
+machine; the figures are this machine's, 2 cores). Recorded with ``--write``, per run too:
+its questions, calls and tokens, what ``hammr experiment show`` estimates a run's cost from.
 
     .venv/bin/python benchmarks/demo_durations.py                  # all 16, ~45 min
     .venv/bin/python benchmarks/demo_durations.py hammr-table3 avis-table3
@@ -93,9 +95,13 @@ def _stored(store: Path) -> tuple[int, int, int, int, int]:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
         runs = db.execute("SELECT COUNT(DISTINCT run) FROM samples").fetchone()[0]
+        # a question one run shared with another (`hammr experiment run` copies it, finish
+        # time and all) was asked once: counted once
         row = db.execute(
             "SELECT COUNT(*), COALESCE(SUM(llm_calls), 0), COALESCE(SUM(prompt_tokens), 0),"
-            " COALESCE(SUM(completion_tokens), 0) FROM samples"
+            " COALESCE(SUM(completion_tokens), 0) FROM samples s WHERE NOT EXISTS (SELECT 1"
+            " FROM samples t WHERE t.dataset = s.dataset AND t.sample_id = s.sample_id AND"
+            " t.finished = s.finished AND t.rowid < s.rowid)"
         ).fetchone()
     finally:
         db.close()
