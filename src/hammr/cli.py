@@ -27,6 +27,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "hammr.avis.avis_cli:avis",
         "AVIS: analyse its stored runs, learn a transition graph from them, check graph files.",
     ),
+    "data": (
+        "hammr.datasets.data_cli:data",
+        "The datasets the papers' tables read: where each comes from, and what a data folder "
+        "holds of them.",
+    ),
     "errors": (
         "hammr.eval.errors_cli:errors_cmd",
         "Error analysis of stored runs: automatic counts, a sample to label, or Table 4.",
