@@ -630,6 +630,13 @@ def catalogue() -> list[Case]:
     add(Case("data check: --data-dir missing", ("data", "check", "--data-dir", "{w}/none"), "refuse", absent=("{w}/none",)))
     add(Case("data check: a FIFO for a question file", ("data", "check", "--data-dir", "{w}", "--experiment", "avis-table3"), "fail", both(folder("okvqa"), pipe("okvqa/OpenEnded_mscoco_val2014_questions.json")), kept_kind=("{w}/okvqa/OpenEnded_mscoco_val2014_questions.json",), timeout=60))
     add(Case("data check: zero-byte question file", ("data", "check", "--data-dir", "{w}", "--experiment", "avis-table3"), "fail", write("okvqa/OpenEnded_mscoco_val2014_questions.json", b"")))
+    add(Case("data list: --data-dir a FIFO", ("data", "list", "--data-dir", "{w}/p"), "refuse", pipe("p"), kept_kind=("{w}/p",), timeout=60))
+    add(Case("data list: zero-byte question file (there: partial)", ("data", "list", "--data-dir", "{w}"), "ok", write("gqa/testdev_balanced_questions.json", b""), unchanged=("{w}/gqa/testdev_balanced_questions.json",)))
+    add(Case("data list: a read-only data folder", ("data", "list", "--data-dir", "{w}/ro"), "ok", write("ro/gqa/testdev_balanced_questions.json", "{}"), read_only=("{w}/ro",)))
+    add(Case("data list: hostile file names in the folder", ("data", "list", "--data-dir", "{w}"), "ok", write(f"{HOSTILE[:20].replace('/', '_')}.json", "{}"), no_escapes=True))
+    add(Case("data check: --data-dir a FIFO", ("data", "check", "--data-dir", "{w}/p"), "refuse", pipe("p"), kept_kind=("{w}/p",), timeout=60))
+    add(Case("data check: a question file that is a folder", ("data", "check", "--data-dir", "{w}", "--experiment", "avis-table3"), "fail", folder("okvqa/OpenEnded_mscoco_val2014_questions.json")))
+    add(Case("data check: a read-only data folder (it only reads)", ("data", "check", "--data-dir", "{w}/ro", "--experiment", "hammr-table3", "--demo"), "ok", copy(str(DEMO), "ro"), read_only=("{w}/ro",)))
     add(Case("data check: hostile file in the folder", ("data", "check", "--data-dir", "{w}", "--experiment", "avis-table3"), "fail", write("okvqa/OpenEnded_mscoco_val2014_questions.json", HOSTILE), no_escapes=True))
     # --- avis.prompt_file (read by the AVIS systems under avis.prompts = "paper")
     pf = (("HAMMR_AVIS__PROMPTS", "paper"), ("HAMMR_AVIS__PROMPT_FILE", "{w}/p.toml"))
@@ -676,6 +683,9 @@ def catalogue() -> list[Case]:
         ("avis", "graph", graph),
         ("avis", "induce", "a1", *ASTORE, "--min-score", "0", "-o", "{w}/g.toml"),
         ("config", "show"),
+        ("data", "list"),
+        ("data", "show", "gqa"),
+        ("data", "check", "--data-dir", str(DEMO), "--experiment", "hammr-table3", "--demo"),
         ("errors", RUN, *STORE),
         (*demo1, "--store", "{w}/st.db"),
         ("experiment", "list"),
@@ -699,7 +709,7 @@ def catalogue() -> list[Case]:
         ("tools",),
         ("view", *STORE),
     ):
-        words = " ".join(argv[:2]) if argv[0] in ("avis", "config", "experiment", "kb", "memory") else argv[0]
+        words = " ".join(argv[:2]) if argv[0] in ("avis", "config", "data", "experiment", "kb", "memory") else argv[0]
         setup = kb_rows({"title": "Plain", "text": "plain", "url": "http://x"}) if argv[:2] == ("kb", "build") else None
         add(Case(f"{words}: stdout on a full disk", argv, "fail", setup, stdout_to="/dev/full", timeout=60 if argv[0] == "view" else 300))
     # --- agents
@@ -950,6 +960,13 @@ def category_of(case: Case) -> Category | None:
 
 
 NOT_APPLICABLE: dict[tuple[str, Category], str] = {
+    ("data list", "folder"): "--data-dir is a folder by design (a file there is refused: probed)",
+    ("data show", "missing"): "reads no file: NAME is looked up in the bundled catalogue (an "
+    "unknown name is refused: probed)",
+    ("data show", "folder"): "reads no file, only the bundled catalogue",
+    ("data show", "fifo"): "reads no file, only the bundled catalogue",
+    ("data show", "zero-byte"): "reads no file, only the bundled catalogue",
+    ("data show", "read-only"): "reads no file and writes none",
     ("experiment list", "missing"): "takes no argument and no option, not even --config",
     ("experiment list", "folder"): "takes no argument and no option, not even --config",
     ("experiment list", "fifo"): "takes no argument and no option, not even --config",

@@ -24,12 +24,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from hammr.eval.store import RunStore
-    from hammr.experiments.runner import PlannedRun
-    from hammr.experiments.spec import Experiment
+    from hammr.experiments.spec import Experiment, Run
+
+
+class PlannedStep(Protocol):
+    """A run as an invocation would make it (:class:`hammr.experiments.runner.PlannedRun`)."""
+
+    run: Run
+    stored_as: str
+    suite: str
+    entries: tuple[str, ...]
+    limit: int | None
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,7 @@ def bundled_per_question(experiment: str, run: str) -> PerQuestion | None:
 def per_question(
     store: RunStore | None,
     experiment: Experiment,
-    step: PlannedRun,
+    step: PlannedStep,
     config: Mapping[str, Any],
     *,
     demo: bool,
@@ -153,7 +162,7 @@ def per_question(
     return bundled_per_question(experiment.name, step.run.name)
 
 
-def questions(step: PlannedRun, data_dir: Path | None, seed: int) -> tuple[int | None, str]:
+def questions(step: PlannedStep, data_dir: Path | None, seed: int) -> tuple[int | None, str]:
     """(how many questions the run asks, why that is only a bound or ''): counted from the
     data when ``data_dir`` holds its files, else the limit times its entries."""
     from hammr.experiments.validate import load_run_suite
@@ -184,7 +193,7 @@ def questions(step: PlannedRun, data_dir: Path | None, seed: int) -> tuple[int |
 
 def estimate_runs(
     experiment: Experiment,
-    steps: Sequence[Any],
+    runs: Sequence[PlannedStep],
     store: RunStore | None,
     config: Mapping[str, Any],
     *,
@@ -192,44 +201,13 @@ def estimate_runs(
     seed: int,
     demo: bool,
 ) -> list[RunEstimate]:
-    from hammr.experiments.runner import PlannedRun
-
+    """Each run's estimate (see the module docstring); ``store``, when given, is read."""
     out: list[RunEstimate] = []
-    for step in steps:
-        if not isinstance(step, PlannedRun):
-            continue
+    for step in runs:
         n, bound = questions(step, data_dir, seed)
         found = per_question(store, experiment, step, config, demo=demo)
         out.append(RunEstimate(step.run.name, step.run.system, n, bound, found))
     return out
-
-
-def experiment_estimate(
-    experiment: Experiment, options: Any, config: Mapping[str, Any]
-) -> list[str]:
-    """``hammr experiment show``'s estimate of ``experiment`` as ``options``
-    (:class:`~hammr.experiments.runner.RunOptions`) would run it; the store, when there is
-    one, is only read."""
-    from hammr.eval.store import RunStore, StoreError
-    from hammr.experiments.runner import PlannedMemory, plan, store_path_of
-
-    steps = plan(experiment, options)
-    where = store_path_of(options)
-    store: RunStore | None = None
-    if where.is_file():
-        try:
-            store = RunStore(where, create=False)
-        except (StoreError, OSError):
-            store = None
-    try:
-        data_dir = options.data_dir if options.data_dir.is_dir() else None
-        estimates = estimate_runs(experiment, steps, store, config, data_dir=data_dir,
-                                  seed=options.seed, demo=options.demo)  # fmt: skip
-    finally:
-        if store is not None:
-            store.close()
-    memories = sum(1 for s in steps if isinstance(s, PlannedMemory))
-    return estimate_lines(estimates, memory_steps=memories)
 
 
 def _count(x: float) -> str:
@@ -325,7 +303,6 @@ __all__ = [
     "bundled_per_question",
     "estimate_lines",
     "estimate_runs",
-    "experiment_estimate",
     "per_question",
     "questions",
     "stored_per_question",

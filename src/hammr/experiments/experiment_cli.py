@@ -200,10 +200,20 @@ def _estimate(
     store_path: Path | None,
     config_path: Path | None,
 ) -> list[str]:
+    """The cost estimate ``show`` ends with (:mod:`hammr.experiments.cost`); the store,
+    when there is one, is only read."""
     from hammr.config import ConfigError, load_config
     from hammr.eval.evaluate import recorded_config
-    from hammr.experiments.cost import experiment_estimate
-    from hammr.experiments.runner import RunnerError, RunOptions
+    from hammr.eval.store import RunStore, StoreError
+    from hammr.experiments.cost import estimate_lines, estimate_runs
+    from hammr.experiments.runner import (
+        PlannedMemory,
+        PlannedRun,
+        RunnerError,
+        RunOptions,
+        plan,
+        store_path_of,
+    )
 
     if data_dir is None:
         data_dir = DEMO_DIR if demo else Path(".")
@@ -211,9 +221,26 @@ def _estimate(
         config = recorded_config(load_config(config_path))
         options = RunOptions(data_dir=data_dir, demo=demo, limit=limit, prefix=prefix,
                              seed=seed, store_path=store_path)  # fmt: skip
-        return experiment_estimate(e, options, config)
+        steps = plan(e, options)
     except (ConfigError, RunnerError) as err:
         fail(str(err))
+    where = store_path_of(options)
+    store: RunStore | None = None
+    if where.is_file():
+        try:
+            store = RunStore(where, create=False)
+        except (StoreError, OSError):
+            store = None
+    try:
+        runs = [s for s in steps if isinstance(s, PlannedRun)]
+        counted = options.data_dir if options.data_dir.is_dir() else None
+        estimates = estimate_runs(e, runs, store, config, data_dir=counted, seed=seed,
+                                  demo=demo)  # fmt: skip
+    finally:
+        if store is not None:
+            store.close()
+    memories = sum(1 for s in steps if isinstance(s, PlannedMemory))
+    return estimate_lines(estimates, memory_steps=memories)
 
 
 def _states(e: Experiment, prefix: str, demo: bool, store_path: Path | None) -> dict[str, Any]:
