@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from hammr.eval.explain_cli import Explained, RunScores
     from hammr.eval.metrics.explanation import GroundedExplanation
     from hammr.eval.store import RunInfo, RunStore, ScoreRow
+    from hammr.eval.suites import Suite
     from hammr.eval.types import RunRecord
     from hammr.experiments.state import StepState
 
@@ -582,15 +583,21 @@ def _demo_budget_used(experiment: Experiment, infos: Sequence[RunInfo]) -> str:
 # --- the report -----------------------------------------------------------------------------------
 
 
-def _cell_entries(cell: Cell, experiment: Experiment, run: str, demo: bool) -> set[str] | None:
-    """The suite entries a cell of ``run`` reads (None: not a cell over entries)."""
+def _run_suite(experiment: Experiment, run: str, demo: bool) -> Suite | None:
+    """The suite ``run`` read (None when it cannot be read)."""
     from hammr.experiments.validate import load_run_suite
 
     spec = next(r for r in experiment.runs if r.name == run)
-    suite_name = experiment.data.demo_suite if demo and experiment.data.demo_suite else spec.suite
+    name = experiment.data.demo_suite if demo and experiment.data.demo_suite else spec.suite
     try:
-        suite = load_run_suite(suite_name, () if demo else spec.entries)
+        return load_run_suite(name, () if demo else spec.entries)
     except (ValueError, FileNotFoundError):
+        return None
+
+
+def _cell_entries(cell: Cell, suite: Suite | None) -> set[str] | None:
+    """The suite entries a cell reads (None: not a cell over entries, or no suite)."""
+    if suite is None:
         return None
     if cell.kind == "entry":
         return {cell.arg}
@@ -608,13 +615,11 @@ def _without_data(
     value: _Value,
     cell: Cell,
     missing: Mapping[str, str],
-    experiment: Experiment,
-    run: str,
-    demo: bool,
+    suite: Suite | None,
 ) -> _Value:
     """A cell of a run some of whose entries had no data: none of its entries, 'no data'
     with why; some, its value marked partial, naming those left out."""
-    entries = _cell_entries(cell, experiment, run, demo)
+    entries = _cell_entries(cell, suite)
     gone = sorted(e for e in entries or () if e in missing)
     if not gone:
         return value
@@ -694,6 +699,7 @@ def build_report(
     counts: dict[str, dict[str, int]] = {}
     judges: dict[str, dict[str, int]] = {}
     label_cache: dict[Path, Any] = {}
+    row_suites: dict[str, Suite | None] = {}
 
     def run_data(run: str) -> _RunData | None:
         if run in data:
@@ -736,7 +742,9 @@ def build_report(
                 else:
                     value = _compute(cell, rd, labels=by_run, run=row.run, label_cache=label_cache)
                     if state is not None and state.missing:
-                        value = _without_data(value, cell, state.missing, experiment, row.run, demo)
+                        if row.run not in row_suites:  # read once per row, not per cell
+                            row_suites[row.run] = _run_suite(experiment, row.run, demo)
+                        value = _without_data(value, cell, state.missing, row_suites[row.run])
                     if value.status == "ok" and state is not None and state.status == "partial":
                         value = _Value(
                             value.value,

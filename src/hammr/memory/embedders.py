@@ -125,7 +125,8 @@ class ImageTextViewEmbedder:
             len(both),
             self.name,
         )
-        rest = [i for i in range(len(views)) if i not in set(both)]
+        joined = set(both)
+        rest = [i for i in range(len(views)) if i not in joined]
         separate = await self._summed([views[i] for i in rest]) if rest else None
         if separate is not None and separate.shape[1] != joint.shape[1]:
             raise EmbedderError(
