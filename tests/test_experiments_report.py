@@ -572,8 +572,8 @@ def store_mulprog(
     """A stored MulProg run over the MEVQA fixture (explanations near the references) and its
     data folder; returns (store, references, predictions)."""
     data = tmp_path / "data"
-    data.mkdir()
-    shutil.copy(FIXTURE, data / "MEGQA_test.json")
+    (data / "mevqa").mkdir(parents=True)
+    shutil.copy(FIXTURE, data / "mevqa" / "MEGQA_test.json")
     samples = load_dataset("mevqa", FIXTURE)
     refs = references(samples)
     preds = {s.id: moved(refs[s.id], 5.0 * i) for i, s in enumerate(samples)}

@@ -239,8 +239,8 @@ def mevqa_predictions() -> dict[str, GroundedExplanation]:
 def mulprog_store(tmp_path: Path) -> tuple[Path, Path]:
     """A stored MulProg run over the fixture's questions and a data folder with the suite."""
     data = tmp_path / "data"
-    data.mkdir()
-    shutil.copy(FIXTURE, data / "MEGQA_test.json")
+    (data / "mevqa").mkdir(parents=True)
+    shutil.copy(FIXTURE, data / "mevqa" / "MEGQA_test.json")
     samples = load_dataset("mevqa", FIXTURE)
     preds = mevqa_predictions()
     recs = [
@@ -300,8 +300,8 @@ def test_explain_scores_a_mulprog_run_as_the_metric_functions_do(
 
 def test_padding_flag_changes_detection_on_a_two_object_reference(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    data.mkdir()
-    shutil.copy(FIXTURE, data / "MEGQA_test.json")
+    (data / "mevqa").mkdir(parents=True)
+    shutil.copy(FIXTURE, data / "mevqa" / "MEGQA_test.json")
     refs = references(load_dataset("mevqa", FIXTURE))
     two = refs["20968402"]  # apple and pear, one box each
     assert len(two.named_groups()) == 2
@@ -442,14 +442,14 @@ def test_the_mevqa_suite_runs_under_eval_mulprog_and_explain_reads_its_explanati
 ) -> None:
     suite = load_suite("mevqa")
     assert [(e.dataset, e.metric, e.file) for e in suite.entries] == [
-        ("mevqa", "mevqa_accuracy", ".")
+        ("mevqa", "mevqa_accuracy", "mevqa")
     ]
     data = tmp_path / "data"
-    (data / "images").mkdir(parents=True)
-    shutil.copy(FIXTURE, data / "MEGQA_test.json")
+    (data / "mevqa" / "images").mkdir(parents=True)
+    shutil.copy(FIXTURE, data / "mevqa" / "MEGQA_test.json")
     for s in load_dataset("mevqa", FIXTURE):
         name = f"{s.meta['image_id']}.jpg"
-        PILImage.new("RGB", (400, 400), (90, 120, 160)).save(data / "images" / name)
+        PILImage.new("RGB", (400, 400), (90, 120, 160)).save(data / "mevqa" / "images" / name)
     server = FakeServer()
     server.responder = program_reply
     try:

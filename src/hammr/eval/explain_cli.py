@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 EPILOG_EXPLAIN = """\
 \b
 Examples:
-  hammr explain mevqa-mulprog-2026-11-22 --suite mevqa --data-dir ~/data/FS-MEVQA/dataset
+  hammr explain mevqa-mulprog-2026-11-22 --suite mevqa --data-dir ~/data
   hammr explain generic-vqa-hammr-2026-11-22 --out explanations.jsonl
   hammr explain RUN --llm --suite mevqa --data-dir DIR --eq2-padding --no-language
 
