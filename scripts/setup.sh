@@ -9,7 +9,7 @@ extras=""
 dev=0
 if [[ "${1:-}" == "--dev" ]]; then
   # The tests exercise every optional backend for real, so --dev installs them all.
-  extras="[dev,rapidocr,local,ray,explain,memory,mcp]"
+  extras="[dev,rapidocr,local,ray,explain,memory,mcp,data]"
   dev=1
 fi
 

@@ -57,6 +57,7 @@ def test_registry_names_and_schema_notes() -> None:
         "zoombench",
         "mevqa",
         "jsonl",
+        "hub_parquet",
     }
     for name, adapter in ADAPTERS.items():
         assert adapter.name == name

@@ -183,4 +183,73 @@ def write_output(path: str | Path, data: str | bytes, *, what: str = "the file")
             ft.write(data)
 
 
-__all__ = ["OutputError", "open_output", "output_target", "write_output"]
+@contextmanager
+def open_part(path: str | Path, *, restart: bool = False) -> Iterator[BinaryIO]:
+    """``path`` (a download's ``.part`` file) opened to append to (``restart``: emptied
+    first), folders made. Unlike :func:`open_output` nothing is renamed: a part file grows
+    across runs (a resumed download appends to it) and is put in place by the caller once
+    complete and checked. Any OSError becomes an OutputError."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.exists() and not p.is_file():
+            raise OutputError(p, "not a regular file")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if restart else os.O_APPEND)
+        fd = os.open(p, flags, 0o666)
+    except OSError as e:
+        raise OutputError(p, e.strerror or str(e)) from None
+    f = os.fdopen(fd, "ab" if not restart else "wb")
+    try:
+        with f:
+            yield f
+            f.flush()
+    except OSError as e:
+        raise OutputError(p, e.strerror or str(e)) from None
+
+
+class LockHeld(OutputError):
+    """Another live process holds the lock file; ``holder`` is what it wrote there."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(path, f"held by another process ({holder or 'unknown'})")
+        self.holder = holder
+
+
+@contextmanager
+def exclusive_lock(path: str | Path, holder: str) -> Iterator[None]:
+    """Hold ``path`` as a lock for the block (``flock``, so a process killed with -9 lets go
+    at once): LockHeld when another process holds it, an OutputError when it cannot be made
+    (a read-only or full folder). ``holder`` (who holds it) is written into the file."""
+    import fcntl
+
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        raise OutputError(p, e.strerror or str(e)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = ""
+            with suppress(OSError):
+                held = os.read(fd, 500).decode("utf-8", "replace").strip()
+            raise LockHeld(p, held) from None
+        with suppress(OSError):  # who holds it is a courtesy to the next one
+            os.ftruncate(fd, 0)
+            os.write(fd, holder.encode("utf-8"))
+        yield
+    finally:
+        os.close(fd)
+
+
+__all__ = [
+    "LockHeld",
+    "OutputError",
+    "exclusive_lock",
+    "open_output",
+    "open_part",
+    "output_target",
+    "write_output",
+]

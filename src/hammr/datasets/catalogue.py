@@ -63,9 +63,24 @@ GQA's images) is described once. Fields (``?`` marks an optional one)::
     key = "id"                         # the record field naming the image
     field = "coco_url"                 # the record field holding its URL
     local = "coco/val2014/{file_name}" # the image's path under --data-dir ({record field})
-    url_template = "http://..."        # ? the URL built from the key, when it has a pattern
+    records = "images"                 # ? the JSON key holding the records (none: the file is
+                                       #   a JSON list, JSON Lines, or a CSV with a header)
+    url_template = "http://..."        # ? the URL built from the record's fields
+    name_pattern = "COCO_..."          # ? with url_template: a regex whose named groups, read
+                                       #   from an image's file name, are the fields (the file
+                                       #   is then not needed); all-digit groups are numbers
     http_reason = "..."                # ? why url_template is http
     note = "..."                       # ?
+    # Computed fields besides the record's: {url_folder} (the last folder of the URL) and
+    # {pair} (the key without its last '-N': NLVR2's test1-0-1-0 -> test1-0-1).
+
+    [[dataset.image_index]]            # ? a file naming where an unpacked archive holds each
+    file = "encvqa/images/inaturalist/val.json"  # image, for images named by id elsewhere:
+    records = "images"                 #   each needed image `local` is linked to `base/{path}`
+    key = "id"
+    path = "file_name"
+    base = "encvqa/images/inaturalist"
+    local = "encvqa/images/inaturalist/{id}.jpg"
 
     [dataset.hf]                       # ? a Hugging Face hub dataset alternative
     repo = "lmms-lab/GQA"
@@ -107,6 +122,7 @@ __all__ = [
     "CatalogueError",
     "Dataset",
     "HubCopy",
+    "ImageIndex",
     "Layout",
     "Link",
     "Member",
@@ -210,9 +226,21 @@ class PerImageUrl:
     key: str
     field: str
     local: str
+    records: str = ""
     url_template: str = ""
+    name_pattern: str = ""
     http_reason: str = ""
     note: str = ""
+
+
+@dataclass(frozen=True)
+class ImageIndex:
+    file: str
+    key: str
+    path: str
+    base: str
+    local: str
+    records: str = ""
 
 
 @dataclass(frozen=True)
@@ -246,6 +274,7 @@ class Dataset:
     entries: tuple[str, ...] = ()
     images_from: tuple[str, ...] = ()
     per_image_url: tuple[PerImageUrl, ...] = ()
+    image_index: tuple[ImageIndex, ...] = ()
     hf: HubCopy | None = None
     whole_archive_only: bool = False
     size_approx: str = ""
@@ -493,6 +522,7 @@ _DATASET_KEYS = (
     "layout",
     "source",
     "per_image_url",
+    "image_index",
     "hf",
 )
 _LAYOUT_KEYS = ("files", "images", "extra", "generated", "links")
@@ -522,10 +552,13 @@ _PER_IMAGE_KEYS = (
     "key",
     "field",
     "local",
+    "records",
     "url_template",
+    "name_pattern",
     "http_reason",
     "note",
 )
+_INDEX_KEYS = ("file", "records", "key", "path", "base", "local")
 _HUB_KEYS = (
     "repo",
     "revision",
@@ -575,6 +608,7 @@ def _dataset(raw: Mapping[str, Any], i: int) -> Dataset:
     per_image = tuple(
         _per_image(f.where, p, j, names) for j, p in enumerate(f.tables("per_image_url"))
     )
+    index = tuple(_image_index(f.where, x, j) for j, x in enumerate(f.tables("image_index")))
     hf_raw = f.mapping("hf")
     dataset = Dataset(
         name=name,
@@ -590,6 +624,7 @@ def _dataset(raw: Mapping[str, Any], i: int) -> Dataset:
         entries=entries,
         images_from=images_from,
         per_image_url=per_image,
+        image_index=index,
         hf=_hub(f.where, hf_raw) if hf_raw else None,
         whole_archive_only=f.flag("whole_archive_only"),
         size_approx=f.text("size_approx"),
@@ -690,18 +725,45 @@ def _per_image(where: str, raw: Mapping[str, Any], j: int, sources: list[str]) -
         raise f.error("source", f"{source!r} is not one of this dataset's sources")
     local = f.text("local", required=True)
     f.path("local", re.sub(r"\{[^}]*\}", "x", local))
+    pattern = f.text("name_pattern")
+    template = f.url("url_template", http_reason=f.text("http_reason"))
+    if pattern:
+        if not template:
+            raise f.error("name_pattern", "a name pattern builds the URL: give url_template too")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise f.error("name_pattern", f"not a regular expression ({e})") from None
     per_image = PerImageUrl(
         source=source,
         file=f.path("file", f.text("file", required=True)),
         key=f.text("key", required=True),
         field=f.text("field", required=True),
         local=local,
-        url_template=f.url("url_template", http_reason=f.text("http_reason")),
+        records=f.text("records"),
+        url_template=template,
+        name_pattern=pattern,
         http_reason=f.text("http_reason"),
         note=f.text("note"),
     )
     f.done()
     return per_image
+
+
+def _image_index(where: str, raw: Mapping[str, Any], j: int) -> ImageIndex:
+    f = _Fields(raw, where, f"image_index[{j}].", _INDEX_KEYS)
+    local = f.text("local", required=True)
+    f.path("local", re.sub(r"\{[^}]*\}", "x", local))
+    index = ImageIndex(
+        file=f.path("file", f.text("file", required=True)),
+        key=f.text("key", required=True),
+        path=f.text("path", required=True),
+        base=f.path("base", f.text("base", required=True)),
+        local=local,
+        records=f.text("records"),
+    )
+    f.done()
+    return index
 
 
 def _hub(where: str, raw: Mapping[str, Any]) -> HubCopy:

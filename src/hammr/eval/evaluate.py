@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hammr.eval.run_health import RunVerdict
     from hammr.eval.runner import EvalOutcome
     from hammr.eval.store import RunInfo, RunStore, RunSummary
+    from hammr.eval.suites import Suite
 
 Echo = Callable[[str], None]
 
@@ -114,6 +115,17 @@ def _quiet(_: str) -> None:
     return None
 
 
+def _fetch_hint(suite: Suite | None, data_dir: Path) -> str:
+    """ "; to fetch it: hammr data get ..." for the suite's entries without their file."""
+    from hammr.datasets.hints import get_command
+
+    if suite is None:
+        return ""
+    gaps = [(suite.name, e.name) for e in suite.entries if not e.file_path(data_dir).exists()]
+    command = get_command(gaps, data_dir) if gaps else None
+    return f"; to fetch it: {command}" if command else ""
+
+
 def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     """Evaluate ``request.system`` on the suite into the run store (see ``hammr eval
     --help``); raises :class:`EvalError` for bad input, a bad configuration or an
@@ -134,6 +146,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
     r = request
     if r.executor == "local" and (r.ray_address or r.ship_images is not None):
         raise EvalError("--ray-address and --ship-images go with --executor ray")
+    suite: Suite | None = None
     try:
         cfg = copy.deepcopy(r.config) if r.config is not None else load_config(r.config_path)
         if r.memory_path is not None:  # recorded with the run's config, like any setting
@@ -147,7 +160,7 @@ def evaluate(request: EvalRequest, *, note: Echo = _quiet) -> EvalResult:
             r.data_dir, limit=r.limit, seed=r.seed, half=r.half, split_seed=r.split_seed
         )
     except (ConfigError, FileNotFoundError, ValueError) as e:
-        raise EvalError(str(e)) from None
+        raise EvalError(str(e) + _fetch_hint(suite, r.data_dir)) from None
     if not samples:
         raise EvalError(f"suite {r.suite!r} has no samples in {r.data_dir}")
     label = suite_label(r.suite)

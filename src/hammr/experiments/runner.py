@@ -497,6 +497,23 @@ def _forecast_first_demo(
         note(line)
 
 
+def _fetch_hint(
+    suite: Suite, missing: Mapping[str, str], data_dir: Path, experiment: Experiment,
+    options: RunOptions,
+) -> str:  # fmt: skip
+    """ "; to fetch it: hammr data get ..." for the entries without their file (none on the
+    demo data, which is bundled)."""
+    from hammr.datasets.hints import get_command
+
+    if options.demo:
+        return ""
+    command = get_command(
+        [(suite.name, name) for name in missing], data_dir,
+        experiment=experiment.name, limit=options.limit,
+    )  # fmt: skip
+    return f"; to fetch it: {command}" if command else ""
+
+
 def _do_run(
     experiment: Experiment,
     step: PlannedRun,
@@ -529,11 +546,12 @@ def _do_run(
     data_dir = options.data_dir.expanduser()
     missing = missing_entries(suite, data_dir)
     present = tuple(e.name for e in suite.entries if e.name not in missing)
+    hint = _fetch_hint(suite, missing, data_dir, experiment, options) if missing else ""
     if not present:
         reason = f"no data: suite {suite.name!r}: " + "; ".join(missing.values())
         update_record(record_path, key, {"status": "no_data", "reason": reason})
         blocked[key] = reason
-        note(f"hammr: warning: {head}: {reason}")
+        note(f"hammr: warning: {head}: {reason}{hint}")
         return
     done_entry: dict[str, Any] = {"status": "done"}
     if missing:
@@ -542,7 +560,7 @@ def _do_run(
         note(
             f"hammr: warning: {head}: no data for {len(missing)} of "
             f"{len(missing) + len(present)} entries ({'; '.join(missing.values())}); "
-            f"running the other {len(present)}"
+            f"running the other {len(present)}{hint}"
         )
     try:
         samples = suite.samples(

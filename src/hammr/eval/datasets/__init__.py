@@ -20,6 +20,7 @@ from hammr.eval.datasets import (
     encvqa,
     gqa,
     hrbench,
+    hub_parquet,
     infoseek,
     jsonl,
     mevqa,
@@ -75,6 +76,7 @@ ADAPTERS: dict[str, Adapter] = {
         infoseek.ADAPTER,
         okvqa.ADAPTER,
         jsonl.ADAPTER,
+        hub_parquet.ADAPTER,
     )
 }
 """Adapter name -> adapter."""
