@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from importlib import resources
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -25,6 +25,7 @@ from hammr.datasets.table import (
     END,
     experiments_by_dataset,
     page_table,
+    render_disk_table,
     render_table,
     replace_table,
 )
@@ -449,3 +450,15 @@ def test_not_toml_and_wrong_versions_are_refused() -> None:
         load_catalogue(GOOD.replace("version = 1", "version = 2"))
     with pytest.raises(CatalogueError, match="no \\[\\[dataset\\]\\]"):
         load_catalogue("version = 1")
+
+
+def test_the_docs_page_holds_the_disk_table_of_the_catalogue() -> None:
+    from hammr.datasets.table import DISK_BEGIN, DISK_END
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text()
+    expected = render_disk_table(CATALOGUE)
+    assert page_table(page, DISK_BEGIN, DISK_END) == expected, (
+        "docs/data.md's disk table differs: run python -m hammr.datasets.table docs/data.md"
+    )
+    # every bundled experiment with real data has its row
+    assert "| `hammr-table3` |" in expected and "| `avis-table3` |" in expected

@@ -7,13 +7,15 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from fixture_http import FixtureServer
 from hammr.datasets.download import MAX_REDIRECTS, Downloader, DownloadError, mirrored
-from hammr.output_file import LockHeld, exclusive_lock
+from hammr.output_file import LockHeld, OutputError, exclusive_lock
 
 BODY = bytes(range(256)) * 4096  # 1 MiB, every byte position distinguishable
 
@@ -170,3 +172,39 @@ def test_the_folder_lock_is_held_by_one_process_and_let_go(tmp_path: Path) -> No
         assert e.value.holder == "first"
     with exclusive_lock(lock, "third"):
         pass
+
+
+def test_a_full_disk_is_one_line_and_keeps_what_came(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hammr.datasets.download as download
+
+    real = download.open_part
+    writes = {"n": 0}
+
+    class Full:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def write(self, chunk: bytes) -> int:
+            writes["n"] += 1
+            if writes["n"] > 2:
+                raise OutputError(tmp_path / "big.bin.part", "No space left on device")
+            return self.inner.write(chunk)  # type: ignore[attr-defined, no-any-return]
+
+    @contextmanager
+    def full_part(path: Path, *, restart: bool = False) -> Iterator[Full]:
+        with real(path, restart=restart) as f:
+            yield Full(f)
+
+    monkeypatch.setattr(download, "open_part", full_part)
+    with FixtureServer(site) as server, fast(server) as d, pytest.raises(DownloadError) as e:
+        d.fetch(URL, tmp_path / "big.bin")
+    assert "No space left on device" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "big.bin").exists()
+    kept = (tmp_path / "big.bin.part").stat().st_size
+    assert 0 < kept < len(BODY)  # what came before the disk filled is kept for the next run
+    monkeypatch.setattr(download, "open_part", real)
+    with FixtureServer(site) as server, fast(server) as d:
+        got = d.fetch(URL, tmp_path / "big.bin")
+    assert (tmp_path / "big.bin").read_bytes() == BODY and got.transferred == len(BODY) - kept

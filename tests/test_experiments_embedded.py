@@ -13,9 +13,7 @@ hang; how long each takes is benchmark (s)'s business (benchmarks/demo_durations
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,10 +23,9 @@ from hammr.eval.store import RunStore
 from hammr.experiments import load_experiment
 from hammr.experiments.spec import DEMO_BUDGET, stored_run_name
 from hammr.experiments.state import step_states
+from hammr_subprocess import HAMMR, run_hammr
 from patience import HANG_S
 
-ROOT = Path(__file__).resolve().parents[1]
-HAMMR = Path(sys.executable).parent / "hammr"
 EXPERIMENT_HANG_S = 20 * HANG_S
 
 pytestmark = [
@@ -44,13 +41,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def hammr(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HAMMR_")}
-    env["XDG_CACHE_HOME"] = str(where / "cache")
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [str(HAMMR), *args], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=EXPERIMENT_HANG_S, check=False,
-    )  # fmt: skip
+    return run_hammr(where, *args, timeout=EXPERIMENT_HANG_S)
 
 
 def run_and_report(where: Path, name: str) -> str:
