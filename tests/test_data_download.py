@@ -208,3 +208,17 @@ def test_a_full_disk_is_one_line_and_keeps_what_came(
     with FixtureServer(site) as server, fast(server) as d:
         got = d.fetch(URL, tmp_path / "big.bin")
     assert (tmp_path / "big.bin").read_bytes() == BODY and got.transferred == len(BODY) - kept
+
+
+def test_a_file_larger_than_the_free_disk_is_refused_before_it_comes(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hammr.datasets.download as download
+
+    monkeypatch.setattr(download, "_free_bytes", lambda folder: 1000)
+    with FixtureServer(site) as server, fast(server) as d, pytest.raises(DownloadError) as e:
+        d.fetch(URL, tmp_path / "big.bin")
+    assert f"{len(BODY):,} bytes to come, 1,000 free" in str(e.value)
+    part = tmp_path / "big.bin.part"
+    assert not (tmp_path / "big.bin").exists()
+    assert not part.exists() or part.stat().st_size == 0  # refused before a byte was written

@@ -111,7 +111,8 @@ def presence(d: Dataset, data_dir: Path) -> str:
 def list_cmd(data_dir: Path | None) -> None:
     """Every dataset, its size, the experiments that read it, and (with --data-dir) whether
     the folder holds it."""
-    from hammr.datasets.table import experiments_by_dataset, human_size
+    from hammr.datasets.sources import human_size
+    from hammr.datasets.table import experiments_by_dataset
 
     catalogue = _catalogue()
     where = _data_dir(data_dir)
@@ -372,7 +373,13 @@ def get_cmd(
         if not picked:
             picked = list(of_experiment)
         wants = [w for w in wants if _reads(catalogue, w.suite.name, w.entry, picked)]
-    else:
+    elif limit is not None:
+        # an images dataset is drawn from through the question sets that read it
+        readers = [q for d in picked for q in catalogue.datasets if d.name in q.images_from]
+        for q in readers:
+            if q not in picked:
+                echo(safe_line(f"{q.name}: read for its drawn samples' images"))
+                picked.append(q)
         wants = _wants_of_datasets(picked)
     datasets = catalogue.with_images(picked)
     where = data_dir.expanduser()
@@ -451,7 +458,7 @@ def _wants_of_datasets(picked: Sequence[Dataset]) -> list[Want]:
 
 
 def _report_get(outcome: GetOutcome, where: Path, dry_run: bool) -> None:
-    from hammr.datasets.table import human_size
+    from hammr.datasets.sources import human_size
 
     for line in outcome.by_request:
         echo(safe_line(f"by request form: {line}"))

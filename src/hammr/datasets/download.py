@@ -28,6 +28,7 @@ import email.utils
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -259,6 +260,12 @@ class Downloader:
                     raise DownloadError(
                         f"{url}: the server offers {total} bytes, the catalogue says {size}"
                     )
+                coming = None if total is None else total - (0 if restart else offset)
+                free = _free_bytes(part.parent)
+                if coming is not None and free is not None and coming > free:
+                    raise DownloadError(
+                        f"{url}: {coming:,} bytes to come, {free:,} free in {part.parent}"
+                    )
                 validator = r.headers.get("etag") or r.headers.get("last-modified") or ""
                 _write_validator(meta, url, validator)
                 done = 0 if restart else offset
@@ -284,6 +291,14 @@ class Downloader:
             raise _Retry(f"the connection failed ({type(e).__name__}: {e})") from None
         except OutputError as e:
             raise DownloadError(f"{url}: {e}") from None
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
 
 
 def _read_validator(meta: Path, url: str) -> str:

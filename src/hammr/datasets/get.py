@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,12 +41,12 @@ from hammr.datasets.images import (
     url_jobs,
 )
 from hammr.datasets.record import DataRecord
+from hammr.datasets.sources import FILE_KINDS, human_size, is_part, source_bytes, split_parts
 
 DOWNLOADS = ".hammr-downloads"
 """Archives while they come down and until they are unpacked, under the data folder."""
 BIG = 1_000_000_000
 """A download at least this large (exact or as the catalogue states it) needs --yes."""
-FILE_KINDS = ("questions", "annotations", "bundle", "image_index")
 
 Note = Callable[[str], None]
 
@@ -94,33 +93,6 @@ class GetOutcome:
         return all(d.status == "drawn" and d.whole() == len(d.samples) for d in self.draws)
 
 
-def approx_bytes(text: str) -> int | None:
-    """A size as a page states it ("about 9 GB", "221 MB") in bytes; None when none is."""
-    found = re.search(r"([0-9][0-9.,]*)\s*(TB|GB|MB|kB|KB|B)\b", text)
-    if found is None:
-        return None
-    number = float(found.group(1).replace(",", ""))
-    unit = {"TB": 1e12, "GB": 1e9, "MB": 1e6, "kB": 1e3, "KB": 1e3, "B": 1}[found.group(2)]
-    return int(number * unit)
-
-
-def source_bytes(source: Source) -> int | None:
-    return source.size if source.size is not None else approx_bytes(source.size_approx)
-
-
-def split_parts(dataset: Dataset, source: Source) -> tuple[Source, ...]:
-    """The earlier parts of a split zip: the dataset's sources before it with its target and
-    nothing to unpack."""
-    if source.unpack != "split-zip":
-        return ()
-    before = dataset.sources[: dataset.sources.index(source)]
-    return tuple(s for s in before if s.target == source.target and not s.unpack)
-
-
-def _is_part(dataset: Dataset, source: Source) -> bool:
-    return any(source in split_parts(dataset, s) for s in dataset.sources)
-
-
 class Getter:
     """One ``hammr data get`` (see the module docstring); ``run`` returns its outcome."""
 
@@ -158,7 +130,7 @@ class Getter:
             return
         for d in self.o.datasets:  # phase 1: the files
             for s in d.sources:
-                if s.access == "open" and s.kind in FILE_KINDS and not _is_part(d, s):
+                if s.access == "open" and s.kind in FILE_KINDS and not is_part(d, s):
                     self._source(d, s)
                 elif s.kind == "hub_repo":
                     self._hub_repo(d, s)
@@ -167,7 +139,7 @@ class Getter:
             for d in self.o.datasets:
                 for s in d.sources:
                     whole = s.access == "open" and s.kind not in (*FILE_KINDS, "hub_repo")
-                    if whole and not _is_part(d, s):
+                    if whole and not is_part(d, s):
                         self._source(d, s)
             self._forms()
             return
@@ -259,9 +231,13 @@ class Getter:
         still = {rel: n for rel, n in mine.items() if rel not in linked}
         archives = [s for s in d.sources if s.kind == "images_archive" and s.access == "open"]
         if still and archives:
+            sizes = [source_bytes(s) for s in archives]
+            total = sum(size * (s.parts or 1) for s, size in zip(archives, sizes, strict=True)
+                        if size)  # fmt: skip
+            said = f"about {human_size(total)}" if total else "of a size no page gave"
             self.note(
-                f"{d.name}: {len(still)} drawn images come only in whole archives"
-                + (" (no URL per image is published)" if not d.per_image_url else "")
+                f"{d.name}: {len(still)} drawn images come only in whole archives ({said}"
+                + (", no URL per image is published)" if not d.per_image_url else ")")
             )
             for s in archives:
                 self._source(d, s)
@@ -350,6 +326,7 @@ class Getter:
             what = f", {s.size_approx or f'{size:,} bytes'}" if size else ""
             self.note(f"would fetch {label}{what}: {url}")
             return
+
         parts = split_parts(d, s)
         try:
             fetched_parts = [self._download(p, p.url, self._dest(p, p.url), label) for p in parts]
@@ -447,6 +424,13 @@ class Getter:
             self.out.failures.append(f"{d.name}/{s.name}: {e}")
             return
         self.out.fetched.append(f"{d.name}/{s.name}")
+        absent = [f for f in d.layout.files if not (self.data_dir / f).exists()]
+        if absent:  # a repository the suite reads only after a conversion
+            self.out.failures.append(
+                f"{d.name}: the hub repository holds no {absent[0]}"
+                + (f" ({s.note})" if s.note else "")
+                + (f"; {d.notes[0]}" if d.notes else "")
+            )
 
     def _hub_copy(self, d: Dataset) -> None:
         """The dataset's Hugging Face copy into ``hub/<repo>``, and the suite entry that reads
@@ -549,11 +533,4 @@ def _rel(path: Path, data_dir: Path) -> str:
         return str(path)
 
 
-def free_bytes(folder: Path) -> int | None:
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return None
-
-
-__all__ = ["BIG", "DOWNLOADS", "GetError", "GetOptions", "GetOutcome", "Getter", "approx_bytes"]
+__all__ = ["BIG", "DOWNLOADS", "GetError", "GetOptions", "GetOutcome", "Getter"]

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from hammr.datasets.catalogue import Catalogue, Dataset, load_catalogue
+from hammr.datasets.sources import human_size
 
 __all__ = [
     "BEGIN",
@@ -41,16 +42,6 @@ def experiments_by_dataset(catalogue: Catalogue) -> dict[str, tuple[str, ...]]:
         for dataset in catalogue.for_experiment(experiment):
             found[dataset.name].append(experiment)
     return {name: tuple(sorted(names)) for name, names in found.items()}
-
-
-def human_size(size: int) -> str:
-    """Bytes as a person reads them (decimal units, as publishers state sizes)."""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"
 
 
 def _size(d: Dataset) -> str:
@@ -116,7 +107,7 @@ def disk_needs(catalogue: Catalogue, experiment: str) -> tuple[int, int, int, in
     ``hammr data get`` fetches without a draw, and with one. Sizes as the catalogue states
     them; an image fetched by URL is counted, not sized."""
     from hammr.datasets.draw import wants_of_experiment
-    from hammr.datasets.get import FILE_KINDS, source_bytes, split_parts
+    from hammr.datasets.sources import FILE_KINDS, is_part, source_bytes
     from hammr.experiments import load_experiment
 
     limit = load_experiment(experiment).data.limit
@@ -136,7 +127,7 @@ def disk_needs(catalogue: Catalogue, experiment: str) -> tuple[int, int, int, in
             unknown += size == 0
             count = s.parts or 1
             whole += size * count
-            needed_in_draw = s.kind in FILE_KINDS or any(s in split_parts(d, x) for x in d.sources)
+            needed_in_draw = s.kind in FILE_KINDS or is_part(d, s)
             if s.kind == "images_archive" and d.name not in by_url:
                 needed_in_draw = True
             if s.kind == "url_list":
