@@ -49,7 +49,8 @@ from urllib.parse import unquote, urlsplit
 
 from PIL import Image
 
-from hammr.datasets.catalogue import Catalogue, Dataset, Source, load_catalogue
+from hammr.datasets.catalogue import Catalogue, Dataset, Source
+from hammr.datasets.catalogue_file import load_catalogue
 from hammr.eval.suites import SuiteEntry, load_suite
 from split_zip import write_split_zip
 

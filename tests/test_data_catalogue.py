@@ -18,8 +18,8 @@ from hammr.datasets.catalogue import (
     Catalogue,
     CatalogueError,
     Dataset,
-    load_catalogue,
 )
+from hammr.datasets.catalogue_file import load_catalogue
 from hammr.datasets.table import (
     BEGIN,
     END,

@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from demo_support import DEMO
 from hammr.cli import main
-from hammr.datasets.catalogue import load_catalogue
+from hammr.datasets.catalogue_file import load_catalogue
 from hammr.eval.suites import load_suite
 
 

@@ -32,7 +32,8 @@ from PIL import Image
 
 from data_site import BUILDERS, FixtureError, Site, build_site, served_path
 from fixture_http import FixtureServer
-from hammr.datasets.catalogue import Dataset, Source, load_catalogue
+from hammr.datasets.catalogue import Dataset, Source
+from hammr.datasets.catalogue_file import load_catalogue
 from hammr.eval.suites import load_suite
 
 CATALOGUE = load_catalogue()

@@ -57,7 +57,8 @@ def data(ctx: click.Context, catalogue_file: Path | None) -> None:
 
 
 def _catalogue() -> Catalogue:
-    from hammr.datasets.catalogue import CatalogueError, load_catalogue
+    from hammr.datasets.catalogue import CatalogueError
+    from hammr.datasets.catalogue_file import load_catalogue
     from hammr.input_file import read_input_text
 
     path = click.get_current_context().meta.get(CATALOGUE_KEY)

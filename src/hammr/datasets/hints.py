@@ -18,7 +18,8 @@ def get_command(
     """``hammr data get NAME... --data-dir DIR [--experiment X] [--limit N]`` for the
     datasets that hold these (suite, entry) pairs; None when no catalogue dataset does (a
     suite of one's own)."""
-    from hammr.datasets.catalogue import CatalogueError, load_catalogue
+    from hammr.datasets.catalogue import CatalogueError
+    from hammr.datasets.catalogue_file import load_catalogue
 
     try:
         catalogue = load_catalogue()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
-from hammr.datasets.catalogue import Catalogue, Dataset, load_catalogue
+from hammr.datasets.catalogue import Catalogue, Dataset
+from hammr.datasets.catalogue_file import load_catalogue
 from hammr.datasets.sources import human_size
 
 __all__ = [
