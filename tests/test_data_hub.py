@@ -18,7 +18,9 @@ import errno
 import hashlib
 import io
 import json
+import os
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -561,3 +563,48 @@ def test_image_paths_stay_inside_the_snapshot(tmp_path: Path) -> None:
     f.write_bytes(parquet({"question": ["Q?"], "answers": ["a"], "image": ["../../etc/passwd"]}))
     with pytest.raises(DatasetError, match="leads outside the data folder"):
         load_dataset("hub_parquet", f)
+
+
+def test_without_an_endpoint_hf_endpoint_is_used(hub: FakeHub, tmp_path: Path) -> None:
+    # huggingface_hub reads HF_ENDPOINT once, at import: a process of its own, as a user runs
+    code = (
+        "import sys; from pathlib import Path; from hammr.datasets.catalogue import HubCopy; "
+        "from hammr.datasets.hub import fetch_hub; "
+        "fetch_hub(HubCopy(repo='acme/tiny-vqa', differs='x', publisher=True, split='test'), "
+        "Path(sys.argv[1]), progress=False)"
+    )
+    env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1"}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "d")], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "d").rglob("*.parquet"))
+
+
+def test_data_get_fetches_a_hub_repository_source_and_its_entry_reads_it(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """V*'s release is a hub repository (kind hub_repo): `hammr data get vstar` takes it
+    through huggingface_hub, and the suite entry then reads every drawn sample's image."""
+    from click.testing import CliRunner
+
+    from data_site import build_site, fixture_catalogue_text
+    from hammr.cli import main as cli
+
+    site = build_site(tmp_path / "site")
+    repo = "craigwu/vstar_bench"
+    base = site.root / "huggingface.co" / "datasets" / repo / "resolve" / "main"
+    hub.repos[repo] = {"main": {p: (base / p).read_bytes() for p in site.hub_files["vstar"]}}
+    catalogue = tmp_path / "catalogue.toml"
+    catalogue.write_text(fixture_catalogue_text(site))
+    data = tmp_path / "data"
+    args = ["data", "--catalogue", str(catalogue), "get", "vstar", "--data-dir", str(data),
+            "--hub-endpoint", hub.endpoint, "--limit", "2", "--no-progress"]  # fmt: skip
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert "present  muse-mc/vstar: 2 of 2 drawn samples have their images" in r.stdout
+    files = [path for method, path in hub.requests if method == "GET" and "/resolve/" in path]
+    assert len(files) == len(site.hub_files["vstar"])  # the whole repository, once each
+    hub.requests.clear()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert not [p for m, p in hub.requests if m == "GET" and "/resolve/" in p]

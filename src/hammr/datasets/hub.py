@@ -190,12 +190,14 @@ def fetch_hub(
     network or the disk fails it."""
     hf = _huggingface_hub()
     filter_repo_objects = importlib.import_module("huggingface_hub.utils").filter_repo_objects
-    where = (endpoint or hf.constants.ENDPOINT).rstrip("/")
+    # the constants module is not among huggingface_hub's lazily exported names
+    default = importlib.import_module("huggingface_hub.constants").ENDPOINT
+    where = (endpoint or default).rstrip("/")
     patterns = list(allow_patterns) if allow_patterns is not None else hub_allow_patterns(hub)
     dest = Path(dest)
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        api = hf.HfApi(endpoint=endpoint)
+        api = hf.HfApi(endpoint=where)
         info = api.repo_info(
             hub.repo, repo_type="dataset", revision=hub.revision or None, timeout=INFO_TIMEOUT
         )
@@ -214,7 +216,7 @@ def fetch_hub(
             revision=commit or hub.revision or None,
             local_dir=dest,
             allow_patterns=patterns,
-            endpoint=endpoint,
+            endpoint=where,
             tqdm_class=None if progress else _quiet_bars(),
         )
     except HubError:
