@@ -244,6 +244,17 @@ class FakeHub:
         return None
 
 
+@pytest.fixture(autouse=True)
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake hub is on 127.0.0.1, yet other test modules put huggingface_hub offline for
+    the whole session (HF_HUB_OFFLINE=1, read once when huggingface_hub is imported): undo
+    it for these tests."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
 @pytest.fixture
 def hub() -> Iterator[FakeHub]:
     fake = FakeHub()
