@@ -55,6 +55,7 @@ READERS_OWN: dict[str, str] = {
     "~/data/vqa": "generic-vqa's downloads",
     "/shared/vqa": "generic-vqa's downloads on a shared disk",
     "~/data/FS-MEVQA/dataset": "MEVQA's download",
+    "~/data": "the data folder `hammr data get` fills",
     "DATA": "a suite's downloads",
     "DIR": "a suite's downloads",
     "gpt4o.toml": "a config whose [llm] is the annotator",

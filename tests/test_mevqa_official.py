@@ -213,10 +213,10 @@ def test_a_folder_finds_sme_test_json_first_then_the_older_name(tmp_path: Path) 
 
 def test_the_suite_reads_either_name_from_the_data_folder(tmp_path: Path) -> None:
     (entry,) = load_suite("mevqa").entries
-    assert (entry.dataset, entry.metric, entry.file) == ("mevqa", "mevqa_accuracy", ".")
+    assert (entry.dataset, entry.metric, entry.file) == ("mevqa", "mevqa_accuracy", "mevqa")
     for name in ("SME_test.json", "MEGQA_test.json"):
         data = tmp_path / name.split("_")[0]
-        data.mkdir()
-        shutil.copy(FIXTURE, data / name)
+        (data / "mevqa").mkdir(parents=True)
+        shutil.copy(FIXTURE, data / "mevqa" / name)
         pairs = load_suite("mevqa").samples(data)
         assert len(pairs) == 5 and pairs[0][1].id == "20968402"

@@ -1,7 +1,8 @@
 """Dataset adapters: each reads one official annotation file, as its authors distribute it, into
 :class:`~hammr.eval.types.Sample` records. An adapter downloads nothing; it reads the files
-``hammr data get`` (:mod:`hammr.datasets`) or the user put there. Each adapter's module docstring names the official file, its schema, and how far that
-schema was checked against real data here.
+``hammr data get`` (:mod:`hammr.datasets`) or the user put there. Each adapter's module
+docstring names the official file, its schema, and how far that schema was checked against
+real data here.
 
 ``load_dataset(name, path, ...)`` is the way in: it runs the adapter, makes sample ids unique,
 optionally draws a seeded random subset, and optionally checks that the image files exist.
