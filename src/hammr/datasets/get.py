@@ -355,7 +355,8 @@ class Getter:
         for p in parts:
             self.record.mark_unpacked(p.url, outputs)
         self.record.save()
-        self.note(f"{label}: unpacked {len(done.written) + len(done.kept)} files")
+        n = len(done.written) + len(done.kept)
+        self.note(f"{label}: unpacked {n} file{'' if n == 1 else 's'}")
         if not self.o.keep_archives:
             for path in (*fetched_parts, got):
                 with contextlib.suppress(OSError):
