@@ -203,13 +203,18 @@ class Catalogue:
             f"the catalogue has no dataset {name!r}; it has {', '.join(self.names())}"
         )
 
-    def for_entry(self, suite: str, entry: str) -> Dataset:
-        """The questions dataset that suite entry ``suite/entry`` reads."""
+    def find_entry(self, suite: str, entry: str) -> Dataset | None:
+        """The questions dataset that suite entry ``suite/entry`` reads; None when no dataset
+        lists it (a suite of one's own)."""
         wanted = f"{suite}/{entry}"
-        for d in self.datasets:
-            if wanted in d.entries:
-                return d
-        raise CatalogueError(f"no catalogue dataset lists the suite entry {wanted!r}")
+        return next((d for d in self.datasets if wanted in d.entries), None)
+
+    def for_entry(self, suite: str, entry: str) -> Dataset:
+        """As :meth:`find_entry`, CatalogueError when no dataset lists the entry."""
+        found = self.find_entry(suite, entry)
+        if found is None:
+            raise CatalogueError(f"no catalogue dataset lists the suite entry {suite}/{entry!r}")
+        return found
 
     def with_images(self, datasets: Sequence[Dataset]) -> tuple[Dataset, ...]:
         """``datasets`` and the images datasets they read, in catalogue order."""

@@ -243,7 +243,7 @@ def check_cmd(
         if status != "present":
             gaps.append((r.suite, r.entry))
         echo(safe_line(f"{status:8} {r.suite}/{r.entry}: {detail}"))
-    names = {catalogue.for_entry(*g).name for g in gaps if _listed(catalogue, *g)}
+    names = {d.name for g in gaps if (d := catalogue.find_entry(*g)) is not None}
     for d in catalogue.with_images([catalogue.get(name) for name in sorted(names)]):
         if presence(d, where) == "present":
             continue
@@ -357,11 +357,10 @@ def get_cmd(
     catalogue = _catalogue()
     if not names and experiment is None:
         fail("name the datasets to fetch, or give --experiment (`hammr data list` lists them)")
-    try:
-        picked = [catalogue.get(n) for n in names]
-    except Exception:
-        unknown = next(n for n in names if n not in catalogue.names())
-        fail(f"no dataset {unknown!r}; datasets: {', '.join(catalogue.names())}")
+    unknown = [n for n in names if n not in catalogue.names()]
+    if unknown:
+        fail(f"no dataset {unknown[0]!r}; datasets: {', '.join(catalogue.names())}")
+    picked = [catalogue.get(n) for n in names]
     wants = []
     if experiment is not None:
         try:
@@ -373,7 +372,7 @@ def get_cmd(
         limit = limit if limit is not None else e.data.limit
         if not picked:
             picked = list(of_experiment)
-        wants = [w for w in wants if _reads(catalogue, w.suite.name, w.entry, picked)]
+        wants = [w for w in wants if catalogue.find_entry(w.suite.name, w.entry) in picked]
     elif limit is not None:
         # an images dataset is drawn from through the question sets that read it
         readers = [q for d in picked for q in catalogue.datasets if d.name in q.images_from]
@@ -425,25 +424,6 @@ def get_cmd(
     except OutputError as err:
         fail(f"--data-dir {data_dir}: {err.reason}")
     _report_get(outcome, where, dry_run)
-
-
-def _listed(catalogue: Catalogue, suite: str, entry: str) -> bool:
-    from hammr.datasets.catalogue import CatalogueError
-
-    try:
-        catalogue.for_entry(suite, entry)
-    except CatalogueError:
-        return False
-    return True
-
-
-def _reads(catalogue: Catalogue, suite: str, entry: str, picked: Sequence[Dataset]) -> bool:
-    from hammr.datasets.catalogue import CatalogueError
-
-    try:
-        return catalogue.for_entry(suite, entry) in picked
-    except CatalogueError:
-        return False
 
 
 def _wants_of_datasets(picked: Sequence[Dataset]) -> list[Want]:

@@ -87,14 +87,23 @@ def file_digests(path: Path) -> tuple[str, str, int]:
     return sha.hexdigest(), md5.hexdigest(), size
 
 
+MAX_RETRY_AFTER_S = 120.0
+"""The longest a server's Retry-After is honoured: past it, the retry comes sooner."""
+
+
 def _retry_after(response: httpx.Response) -> float | None:
+    """The server's Retry-After (seconds or an HTTP date), at most MAX_RETRY_AFTER_S; None
+    when absent or unreadable."""
     value = response.headers.get("retry-after", "").strip()
     if not value:
         return None
     if value.isdigit():
-        return float(value)
-    when = email.utils.parsedate_to_datetime(value) if value else None
-    return max(0.0, when.timestamp() - time.time()) if when else None
+        return min(float(value), MAX_RETRY_AFTER_S)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return min(max(0.0, when.timestamp() - time.time()), MAX_RETRY_AFTER_S)
 
 
 def _total_from(response: httpx.Response, offset: int) -> int | None:

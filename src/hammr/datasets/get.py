@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+import httpx
+
 from hammr.datasets.catalogue import Catalogue, Dataset, Source
 from hammr.datasets.download import Downloader, DownloadError, mirrored
 from hammr.datasets.draw import EntryDraw, Want, draw
@@ -49,10 +51,6 @@ BIG = 1_000_000_000
 """A download at least this large (exact or as the catalogue states it) needs --yes."""
 
 Note = Callable[[str], None]
-
-
-class GetError(Exception):
-    """A failure that stops the whole ``get``; one line."""
 
 
 @dataclass(frozen=True)
@@ -258,7 +256,7 @@ class Getter:
         failures: list[str] = []
         with self._bar("images", len(todo)) as advance:
 
-            def one(job: ImageJob) -> None:
+            def one(job: ImageJob) -> bool:
                 try:
                     got = self.downloader.fetch(
                         job.url,
@@ -268,13 +266,15 @@ class Getter:
                     )
                 except DownloadError as e:
                     failures.append(str(e))
-                else:
-                    self.record.put(job.url, job.local, got.size, got.sha256, got.md5)
-                    self.out.images_fetched += 1
-                advance()
+                    return False
+                finally:
+                    advance()
+                self.record.put(job.url, job.local, got.size, got.sha256, got.md5)
+                return True
 
             with ThreadPoolExecutor(max_workers=max(1, self.o.connections)) as pool:
-                list(pool.map(one, todo))
+                # counted here, in one thread: the workers only say whether theirs came
+                self.out.images_fetched += sum(pool.map(one, todo))
         if failures:
             self.out.failures.append(
                 f"{len(failures)} of {len(todo)} images could not be fetched; the first: "
@@ -398,7 +398,7 @@ class Getter:
             checksum_url = checksum_url.replace("{part}", part)
         try:
             r = self.downloader.client.get(mirrored(checksum_url, self.o.mirror))
-        except Exception:  # the checksum list is a help; the download still gets recorded
+        except httpx.HTTPError:  # the checksum list is a help; the download still gets recorded
             return None
         found = re.search(r"\b([0-9a-f]{32})\b", r.text) if r.status_code == 200 else None
         return ("md5", found.group(1)) if found else None
@@ -534,4 +534,4 @@ def _rel(path: Path, data_dir: Path) -> str:
         return str(path)
 
 
-__all__ = ["BIG", "DOWNLOADS", "GetError", "GetOptions", "GetOutcome", "Getter"]
+__all__ = ["BIG", "DOWNLOADS", "GetOptions", "GetOutcome", "Getter"]

@@ -27,12 +27,9 @@ def get_command(
         return None
     names: list[str] = []
     for suite, entry in entries:
-        try:
-            name = catalogue.for_entry(suite, entry).name
-        except CatalogueError:
-            continue
-        if name not in names:
-            names.append(name)
+        found = catalogue.find_entry(suite, entry)
+        if found is not None and found.name not in names:
+            names.append(found.name)
     if not names:
         return None
     words = ["hammr", "data", "get", *names, "--data-dir", str(data_dir)]

@@ -25,8 +25,6 @@ from urllib.parse import urlsplit
 from hammr.datasets.catalogue import Dataset, ImageIndex, PerImageUrl
 from hammr.input_file import open_input, read_input_text
 
-_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)")
-
 
 class ImageSourceError(Exception):
     """A URL list or an index that cannot be read; one line."""
@@ -208,14 +206,9 @@ def link_from_index(
     return linked
 
 
-def field_names(template: str) -> set[str]:
-    return set(_FIELD.findall(template))
-
-
 __all__ = [
     "ImageJob",
     "ImageSourceError",
-    "field_names",
     "link_from_index",
     "read_records",
     "relative_in",
